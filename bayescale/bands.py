@@ -1,0 +1,114 @@
+"""Posterior predictive bands: the one result type of every route (NUTS fit, model average, PFN).
+
+:class:`Bands` wraps an ``xarray.Dataset`` with dimensions ``point`` (the query points, with one coordinate per
+law input) and ``level`` (central interval probabilities):
+
+- ``curve_median``, ``curve_mean``, ``curve_lower``, ``curve_upper``: the law's mean curve (parameter uncertainty);
+- ``run_median``, ``run_mean``, ``run_lower``, ``run_upper``: a new observed run there (plus run-to-run noise);
+- ``extrapolation`` (bool) and ``beyond``: how far the point lies outside the fitted runs, in decades of the
+  furthest log-scale input (units for linear ones), 0 inside.
+
+Attributes name the law, the method and the outcome column. Item access, ``sel``, ``to_dataframe`` and
+``to_netcdf`` go to the Dataset; :meth:`Bands.plot` and :meth:`Bands.table` are bayescale's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+__all__ = ["Bands", "make_bands"]
+
+
+class Bands:
+    """Posterior predictive bands (see the module docstring); ``.data`` is the xarray Dataset."""
+
+    def __init__(self, data: xr.Dataset):
+        self.data = data
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __getattr__(self, name):
+        if name == "data":
+            raise AttributeError(name)
+        return getattr(self.data, name)
+
+    def __repr__(self) -> str:
+        return f"<bayescale.Bands law={self.data.attrs.get('law')} method={self.data.attrs.get('method')}>\n{self.data!r}"
+
+    @property
+    def levels(self) -> list[float]:
+        return [float(v) for v in self.data["level"].values]
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.data.attrs["inputs"].split(","))
+
+    def interval(self, level: float, kind: str = "run"):
+        """(lower, upper) arrays of the central ``level`` interval; ``kind`` is ``"run"`` or ``"curve"``."""
+        d = self.data.sel(level=level)
+        return d[f"{kind}_lower"].values, d[f"{kind}_upper"].values
+
+    def covers(self, observed, level: float, kind: str = "run") -> np.ndarray:
+        """Whether each observed value lies inside the central ``level`` interval."""
+        lo, hi = self.interval(level, kind)
+        obs = np.asarray(observed, float)
+        return (obs >= lo) & (obs <= hi)
+
+    def table(self, observed=None, levels=None, kind: str = "run") -> pd.DataFrame:
+        """One row per point: inputs, median, interval bounds per level, and (given ``observed``) inside?"""
+        levels = self.levels if levels is None else list(levels)
+        out = pd.DataFrame({k: self.data[k].values for k in self.inputs})
+        out["median"] = self.data[f"{kind}_median"].values
+        for lv in levels:
+            lo, hi = self.interval(lv, kind)
+            out[f"lo{round(lv * 100)}"], out[f"hi{round(lv * 100)}"] = lo, hi
+        if observed is not None:
+            out["observed"] = np.asarray(observed, float)
+            for lv in levels:
+                out[f"in{round(lv * 100)}"] = self.covers(observed, lv, kind)
+        out["beyond"] = self.data["beyond"].values
+        return out
+
+    def to_json(self) -> dict:
+        t = self.table()
+        return {"attrs": {k: (v if isinstance(v, (str, int, float)) else str(v)) for k, v in self.data.attrs.items()},
+                "levels": self.levels, "points": t.to_dict(orient="records")}
+
+    def plot(self, x: str | None = None, observed=None, ax=None, path=None, **kw):
+        """Median and shaded run bands against input ``x`` on log axes (see :func:`bayescale.plots.plot_bands`)."""
+        from bayescale.plots import plot_bands
+
+        return plot_bands(self, x=x, observed=observed, ax=ax, path=path, **kw)
+
+
+def make_bands(frame: pd.DataFrame, mu: np.ndarray, obs: np.ndarray, levels, *, beyond=None, law: str = "",
+               method: str = "", y: str = "y", columns: dict | None = None) -> Bands:
+    """Summarise draws (S, points) of the mean curve ``mu`` and of new runs ``obs`` into :class:`Bands`."""
+    levels = sorted(float(lv) for lv in levels)
+    if any(not 0 < lv < 1 for lv in levels):
+        raise ValueError(f"levels must lie strictly between 0 and 1, got {levels}")
+    for name, arr in (("mean curve", mu), ("new run", obs)):
+        bad = ~np.isfinite(arr).all(axis=0)
+        if bad.any():
+            raise FloatingPointError(
+                f"the {name} draws are NaN/inf at {int(bad.sum())} query point(s) (first: {frame.iloc[int(np.flatnonzero(bad)[0])].to_dict()}); "
+                "the law is undefined there (e.g. outside its input range)")
+    q_lo = [(1 - lv) / 2 for lv in levels]
+    q_hi = [(1 + lv) / 2 for lv in levels]
+    coords = {"point": np.arange(len(frame)), "level": levels, **{k: ("point", frame[k].to_numpy()) for k in frame.columns}}
+    ds = xr.Dataset(coords=coords)
+    for kind, draws in (("curve", mu), ("run", obs)):
+        ds[f"{kind}_median"] = ("point", np.median(draws, axis=0))
+        ds[f"{kind}_mean"] = ("point", draws.mean(axis=0))
+        ds[f"{kind}_lower"] = (("level", "point"), np.quantile(draws, q_lo, axis=0))
+        ds[f"{kind}_upper"] = (("level", "point"), np.quantile(draws, q_hi, axis=0))
+    beyond = np.zeros(len(frame)) if beyond is None else np.asarray(beyond, float)
+    ds["beyond"] = ("point", beyond)
+    ds["extrapolation"] = ("point", beyond > 0)
+    ds.attrs.update(law=law, method=method, y=y, inputs=",".join(frame.columns), n_draws=int(mu.shape[0]))
+    if columns:
+        ds.attrs["columns"] = ",".join(f"{k}={v}" for k, v in columns.items())
+    return Bands(ds)

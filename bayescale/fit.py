@@ -1,0 +1,349 @@
+"""Fit a law to runs with NUTS: :func:`fit`, :func:`fit_many`, and the :class:`Fit` result.
+
+A :class:`Fit` holds an ArviZ DataTree (posterior, log-likelihood, sample stats, observed data) plus what is needed
+to predict again after a save/load: the law, the noise model, the data scales, column names, seed and settings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import arviz as az
+import jax
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayescale.errors import FitFileError, RunTableError
+from bayescale.laws import Law, Scales, get_law
+from bayescale.model import build_model, check_likelihood, noise_dist
+from bayescale.runs import RunData, distance_beyond, prepare_runs, query_points, scales_for, transform_inputs
+from bayescale.sampler import SamplerSettings, run_nuts
+
+__all__ = ["Fit", "FitMany", "fit", "fit_many", "load_fit"]
+
+DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
+RHAT_MAX, ESS_MIN = 1.01, 400
+
+
+def _pad_len(n: int) -> int:
+    """Pad curves to a few sizes so that fits of similar length reuse one compiled program."""
+    return max(8, 1 << (n - 1).bit_length())
+
+
+def _curve_data(law: Law, frame: pd.DataFrame, n_pad: int):
+    scales = scales_for(law, frame)
+    n = len(frame)
+    t = transform_inputs(law, {k: frame[k].to_numpy() for k in law.input_names}, scales.center)
+    pad = n_pad - n
+
+    def padded(a, fill):
+        return np.concatenate([np.asarray(a, float), np.full(pad, fill)])
+
+    y = frame["y"].to_numpy(float)
+    data = {
+        "t": {k: padded(v, v.mean() if n else 0.0) for k, v in t.items()},
+        "y": padded(y, np.median(y)),
+        "se": padded(frame["se"].to_numpy(float) if "se" in frame else np.zeros(n), 0.0),
+        "mask": np.concatenate([np.ones(n, bool), np.zeros(pad, bool)]),
+        "scales": jax.tree.map(lambda v: np.asarray(v, float), scales),
+    }
+    return data, scales
+
+
+def _settings(chains, warmup, samples, **kw) -> SamplerSettings:
+    return SamplerSettings(num_chains=chains, num_warmup=warmup, num_samples=samples, **kw)
+
+
+class Fit:
+    """Posterior of one law fitted to one curve. Use :meth:`predict` for bands, :attr:`ok` for the diagnostics gate."""
+
+    def __init__(self, law: Law, idata, scales: Scales, runs: pd.DataFrame, columns: dict, likelihood: str,
+                 df: float, seed: int, settings: SamplerSettings, group=None, map_potential: float = float("nan")):
+        self.law, self.idata, self.scales, self.runs = law, idata, scales, runs
+        self.columns, self.likelihood, self.df, self.seed = columns, likelihood, df, seed
+        self.settings, self.group, self.map_potential = settings, group, map_potential
+        self._diag = None
+
+    def __repr__(self) -> str:
+        d = self.diagnostics
+        return (f"<Fit law={self.law.name} likelihood={self.likelihood} runs={len(self.runs)}"
+                f"{'' if self.group is None else f' group={self.group!r}'} chains={d['chains']} draws={d['draws']} "
+                f"max_rhat={d['max_rhat']:.3f} min_ess_bulk={d['min_ess_bulk']:.0f} divergences={d['divergences']} "
+                f"ok={self.ok}>")
+
+    # -- posterior -------------------------------------------------------------------------------------
+    @property
+    def posterior(self) -> xr.Dataset:
+        return self.idata["posterior"].to_dataset()
+
+    def draws(self, max_draws: int | None = None) -> dict:
+        """Posterior draws flattened over chains: dict name -> array (S,)."""
+        post = self.posterior
+        out = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in (*self.law.param_names, "sigma")}
+        if max_draws is not None and len(out["sigma"]) > max_draws:
+            idx = np.linspace(0, len(out["sigma"]) - 1, max_draws).round().astype(int)
+            out = {k: v[idx] for k, v in out.items()}
+        return out
+
+    def natural(self) -> xr.Dataset:
+        """Posterior of the parameters in their published form (e.g. A, alpha, B, beta, E)."""
+        post = self.posterior
+        p = {k: post[k].values for k in self.law.param_names}
+        nat = self.law.natural_params(p, self.scales)
+        return xr.Dataset({k: (("chain", "draw"), np.asarray(v)) for k, v in nat.items()},
+                          coords={"chain": post.chain, "draw": post.draw})
+
+    # -- diagnostics -----------------------------------------------------------------------------------
+    @property
+    def diagnostics(self) -> dict:
+        """r-hat (rank-normalised), bulk/tail ESS, divergences and E-BFMI, computed with ArviZ."""
+        if self._diag is None:
+            names = [*self.law.param_names, "sigma"]
+            rhat = az.rhat(self.idata, var_names=names)
+            ess_b = az.ess(self.idata, var_names=names, method="bulk")
+            ess_t = az.ess(self.idata, var_names=names, method="tail")
+            bfmi = np.asarray(az.bfmi(self.idata)["energy"].values if hasattr(az.bfmi(self.idata), "__getitem__")
+                              else az.bfmi(self.idata)).reshape(-1)
+            stats = self.idata["sample_stats"]
+            table = pd.DataFrame({
+                "r_hat": [float(rhat[n]) for n in names],
+                "ess_bulk": [float(ess_b[n]) for n in names],
+                "ess_tail": [float(ess_t[n]) for n in names],
+            }, index=names)
+            self._diag = {
+                "table": table,
+                "max_rhat": float(np.nanmax(table["r_hat"])) if table["r_hat"].notna().any() else float("nan"),
+                "min_ess_bulk": float(np.nanmin(table["ess_bulk"])),
+                "min_ess_tail": float(np.nanmin(table["ess_tail"])),
+                "divergences": int(stats["diverging"].values.sum()),
+                "bfmi": [float(b) for b in bfmi],
+                "chains": int(self.posterior.sizes["chain"]),
+                "draws": int(self.posterior.sizes["draw"]),
+                "mean_steps": float(stats["n_steps"].values.mean()),
+            }
+        return self._diag
+
+    @property
+    def warnings(self) -> list[str]:
+        """Readable reasons the fit should not be trusted yet (empty when :attr:`ok`)."""
+        d, out = self.diagnostics, []
+        if not np.isfinite(d["max_rhat"]) or d["max_rhat"] > RHAT_MAX:
+            worst = d["table"]["r_hat"].idxmax()
+            out.append(f"r-hat {d['max_rhat']:.3f} > {RHAT_MAX} (worst: {worst}): chains disagree; "
+                       "run more warm-up/draws or check for several modes")
+        min_ess = ESS_MIN * d["chains"] / 4
+        if d["min_ess_bulk"] < min_ess or d["min_ess_tail"] < min_ess:
+            out.append(f"effective sample size {min(d['min_ess_bulk'], d['min_ess_tail']):.0f} < {min_ess:.0f}: "
+                       "intervals are noisy; draw more samples")
+        if d["divergences"]:
+            out.append(f"{d['divergences']} divergent transitions: the posterior has regions NUTS cannot explore; "
+                       "raise target_accept or use a simpler law")
+        low = [b for b in d["bfmi"] if b < 0.3]
+        if low:
+            out.append(f"E-BFMI {min(low):.2f} < 0.3 in {len(low)} chain(s): poor energy exploration")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        """True when r-hat <= 1.01, ESS >= 100 per chain, no divergences and E-BFMI >= 0.3."""
+        return not self.warnings
+
+    def summary(self, natural: bool = True) -> pd.DataFrame:
+        """Posterior mean, sd, 5%/95% quantiles and diagnostics of every parameter."""
+        rows = {}
+        d = self.diagnostics["table"]
+        for name in [*self.law.param_names, "sigma"]:
+            v = self.posterior[name].values.reshape(-1)
+            rows[name] = {"mean": v.mean(), "sd": v.std(), "q5": np.quantile(v, 0.05), "q95": np.quantile(v, 0.95),
+                          **d.loc[name].to_dict()}
+        if natural:
+            nat = self.natural()
+            for name in nat.data_vars:
+                v = nat[name].values.reshape(-1)
+                rows[f"{name} (published form)"] = {"mean": v.mean(), "sd": v.std(), "q5": np.quantile(v, 0.05),
+                                                    "q95": np.quantile(v, 0.95)}
+        return pd.DataFrame(rows).T
+
+    def loo(self):
+        """PSIS-LOO of the fitted runs (ArviZ ``loo``)."""
+        return az.loo(self.idata)
+
+    # -- prediction ------------------------------------------------------------------------------------
+    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000):
+        """Posterior draws of the mean curve and of a new observed run at ``at``: two arrays (S, points)."""
+        frame = query_points(self.law, at, self.columns)
+        p = self.draws(max_draws)
+        t = transform_inputs(self.law, {k: frame[k].to_numpy() for k in self.law.input_names}, self.scales.center)
+        mu = np.asarray(_mean_jit(self.law, {k: v[:, None] for k, v in p.items() if k != "sigma"},
+                                  {k: v[None, :] for k, v in t.items()}))
+        key = jax.random.PRNGKey(self.seed + 1 if seed is None else seed)
+        obs = np.asarray(noise_dist(self.likelihood, mu, p["sigma"][:, None], df=self.df).sample(key))
+        return frame, mu, obs
+
+    def predict(self, at, levels=DEFAULT_LEVELS, seed: int | None = None, max_draws: int | None = 4000):
+        """Posterior predictive bands at ``at`` (see :class:`bayescale.bands.Bands`)."""
+        from bayescale.bands import make_bands
+
+        frame, mu, obs = self.predictive_draws(at, seed=seed, max_draws=max_draws)
+        return make_bands(frame, mu, obs, levels, beyond=distance_beyond(self.law, frame, self.scales),
+                          law=self.law.name, method="nuts", y=self.columns.get("y", "y"), columns=self.columns)
+
+    def plot(self, at=None, levels=(0.5, 0.9), ax=None, path=None, **kw):
+        """Data, median and shaded bands on log axes; ``at`` defaults to a grid spanning data and 10x beyond."""
+        from bayescale.plots import plot_fit
+
+        return plot_fit(self, at=at, levels=levels, ax=ax, path=path, **kw)
+
+    # -- persistence -----------------------------------------------------------------------------------
+    def _meta(self) -> dict:
+        return {
+            "bayescale_version": __import__("bayescale").__version__,
+            "law": self.law.name, "likelihood": self.likelihood, "df": self.df, "seed": self.seed,
+            "columns": self.columns, "group": None if self.group is None else str(self.group),
+            "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
+            "map_potential": self.map_potential,
+        }
+
+    def save(self, path) -> Path:
+        """Write the fit (posterior, stats, runs and metadata) to a netCDF file."""
+        path = Path(path)
+        tree = self.idata.copy()
+        tree["runs"] = xr.Dataset.from_dataframe(self.runs.reset_index(drop=True).rename_axis("run"))
+        tree.attrs["bayescale"] = json.dumps(self._meta(), default=float)
+        tree.to_netcdf(path, engine="h5netcdf")
+        return path
+
+
+def load_fit(path) -> Fit:
+    """Read a fit written by :meth:`Fit.save`; its law must be registered (built-ins always are)."""
+    path = Path(path)
+    if not path.exists():
+        raise FitFileError(f"fit file {str(path)!r} does not exist")
+    try:
+        tree = xr.open_datatree(path, engine="h5netcdf").load()
+        meta = json.loads(tree.attrs["bayescale"])
+    except Exception as exc:
+        raise FitFileError(f"{str(path)!r} is not a bayescale fit file or is corrupt ({type(exc).__name__}: {exc}); "
+                           "refit and save it again") from exc
+    law = get_law(meta["law"])
+    runs = tree["runs"].to_dataset().to_dataframe().reset_index(drop=True)
+    idata = tree.copy()
+    del idata["runs"]
+    idata.attrs.pop("bayescale", None)
+    s = meta["scales"]
+    return Fit(law, idata, Scales(**s), runs, meta["columns"], meta["likelihood"], meta["df"], meta["seed"],
+               SamplerSettings(**meta["settings"]), group=meta["group"], map_potential=meta.get("map_potential", float("nan")))
+
+
+def _mean_impl(law, p, t):
+    return law.mean(p, t)
+
+
+_mean_jit = jax.jit(_mean_impl, static_argnums=0)
+
+
+def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):
+    n = len(frame)
+    post = {k: np.asarray(samples[k]) for k in (*law.param_names, "sigma")}
+    data = {
+        "posterior": post,
+        "log_likelihood": {"y": np.asarray(ll)[..., :n]},
+        "sample_stats": {k: np.asarray(v) for k, v in stats.items()},
+        "observed_data": {"y": frame["y"].to_numpy(float)},
+        "constant_data": {k: frame[k].to_numpy(float) for k in law.input_names},
+    }
+    dims = {"y": ["run"], **{k: ["run"] for k in law.input_names}}
+    return az.from_dict(data, dims=dims, coords={"run": np.arange(n)})
+
+
+def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: str | None = None, se=None,
+        lower=None, upper=None, likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000,
+        samples: int = 1000, seed: int = 0, progress: bool | None = None, **sampler) -> Fit:
+    """Fit ``law`` to ``runs`` with NUTS (float64, seeded) and return a :class:`Fit`.
+
+    ``runs``: DataFrame or CSV/Parquet path; ``x``/``inputs`` map the law's inputs to columns, ``y`` names the
+    outcome. ``se`` (standard error) or ``lower``/``upper`` (95% interval) give known measurement error.
+    ``likelihood``: ``"lognormal"`` (multiplicative noise, default), ``"normal"`` or ``"studentt"``.
+    Extra keywords (``target_accept``, ``max_tree_depth``, ``dense_mass``, ``n_starts``, ``opt_steps``) tune NUTS.
+    With ``group=``, each group is a curve and the result is :func:`fit_many`'s.
+    """
+    if group is not None:
+        return fit_many(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
+                        likelihood=likelihood, df=df, chains=chains, warmup=warmup, samples=samples, seed=seed,
+                        progress=progress, **sampler)
+    rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, se=se, lower=lower, upper=upper,
+                      likelihood=check_likelihood(likelihood))
+    return _fit_prepared(rd, df, _settings(chains, warmup, samples, **sampler), seed, progress)
+
+
+def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None) -> Fit:
+    law = rd.law
+    frame = rd.curve(group).drop(columns=["group"], errors="ignore").reset_index(drop=True)
+    data, scales = _curve_data(law, frame, _pad_len(len(frame)))
+    model = build_model(law, rd.likelihood, df)
+    samples, ll, stats, vbest = run_nuts(model, data, jax.random.PRNGKey(seed), settings, len(law.params) + 1,
+                                         progress=progress, label=f"NUTS {law.name}")
+    idata = _to_idata(law, samples, ll, stats, frame)
+    return Fit(law, idata, scales, frame, rd.columns, rd.likelihood, df, seed, settings, group=group,
+               map_potential=float(vbest))
+
+
+class FitMany(dict):
+    """Fits of one law to many curves: a dict group -> :class:`Fit` with a diagnostics table."""
+
+    def __init__(self, fits: dict, law: Law, refitted: list):
+        super().__init__(fits)
+        self.law, self.refitted = law, refitted
+
+    def summary(self) -> pd.DataFrame:
+        rows = []
+        for g, f in self.items():
+            d = f.diagnostics
+            rows.append({"group": g, "runs": len(f.runs), "max_rhat": d["max_rhat"], "min_ess_bulk": d["min_ess_bulk"],
+                         "divergences": d["divergences"], "ok": f.ok, "refitted": g in self.refitted})
+        return pd.DataFrame(rows).set_index("group")
+
+    @property
+    def ok(self) -> bool:
+        return all(f.ok for f in self.values())
+
+
+def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None, se=None, lower=None, upper=None,
+             likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000, samples: int = 1000,
+             seed: int = 0, progress: bool | None = None, refit_flagged: bool = True, **sampler) -> FitMany:
+    """Fit ``law`` to every group of ``runs`` in one compiled, vectorised program (CPU, or GPU when JAX sees one).
+
+    Curves are padded to a common length and sampled together, each with its own step size and mass matrix.
+    With ``refit_flagged``, a curve whose diagnostics fail is refitted alone with twice the warm-up.
+    """
+    rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
+                      likelihood=check_likelihood(likelihood))
+    law = rd.law
+    settings = _settings(chains, warmup, samples, **sampler)
+    groups = rd.groups
+    frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
+    n_pad = _pad_len(max(len(f) for f in frames))
+    built = [_curve_data(law, f, n_pad) for f in frames]
+    batch = jax.tree.map(lambda *a: np.stack(a), *[b[0] for b in built])
+    model = build_model(law, rd.likelihood, df)
+    samples_, ll, stats, vbest = run_nuts(model, batch, jax.random.PRNGKey(seed), settings, len(law.params) + 1,
+                                          batched=True, progress=progress, label=f"NUTS {law.name} x{len(groups)}")
+    fits, refitted = {}, []
+    for i, (g, frame) in enumerate(zip(groups, frames)):
+        take = lambda tree: jax.tree.map(lambda a: a[i], tree)  # noqa: E731
+        idata = _to_idata(law, take(samples_), ll[i], take(stats), frame)
+        f = Fit(law, idata, built[i][1], frame, rd.columns, rd.likelihood, df, seed, settings, group=g,
+                map_potential=float(vbest[i]))
+        if refit_flagged and not f.ok:
+            retry = _settings(chains, 2 * warmup, samples, **sampler)
+            f2 = _fit_prepared(rd, df, retry, seed + 1000 + i, progress=False, group=g)
+            refitted.append(g)
+            if len(f2.warnings) <= len(f.warnings):
+                f = f2
+        fits[g] = f
+    return FitMany(fits, law, refitted)

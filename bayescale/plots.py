@@ -1,0 +1,81 @@
+"""Plots of fits and bands (matplotlib). Every function takes ``ax=`` and ``path=`` and returns the Axes.
+
+One-input laws get a continuous median and shaded bands over a grid; laws with several inputs get the median and
+interval bars at the query points, against the input named by ``x`` (default: the first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_bands", "plot_fit"]
+
+
+def _axes(ax):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.4))
+    return ax
+
+
+def _finish(ax, path, xlabel, ylabel, logy=True):
+    ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="best", fontsize=8)
+    if path is not None:
+        ax.figure.tight_layout()
+        ax.figure.savefig(path, dpi=120)
+    return ax
+
+
+def plot_bands(bands, x: str | None = None, observed=None, ax=None, path=None, color="C0", label="median",
+               kind: str = "run", logy: bool = True):
+    """Median and central intervals of ``bands`` against input ``x``; ``observed`` adds the true values."""
+    ax = _axes(ax)
+    x = x or bands.inputs[0]
+    xs = bands.data[x].values
+    order = np.argsort(xs)
+    levels = sorted(bands.levels, reverse=True)
+    med = bands.data[f"{kind}_median"].values
+    continuous = len(bands.inputs) == 1 and len(xs) > 10
+    for i, lv in enumerate(levels):
+        lo, hi = bands.interval(lv, kind)
+        alpha = 0.15 + 0.25 * i / max(len(levels) - 1, 1)
+        if continuous:
+            ax.fill_between(xs[order], lo[order], hi[order], color=color, alpha=alpha, lw=0, label=f"{lv:.0%} {kind} band")
+        else:
+            ax.errorbar(xs, med, yerr=[med - lo, hi - med], fmt="none", ecolor=color, alpha=alpha + 0.2,
+                        elinewidth=2 + 3 * i, label=f"{lv:.0%} {kind} interval")
+    if continuous:
+        ax.plot(xs[order], med[order], color=color, lw=1.8, label=label)
+    else:
+        ax.plot(xs, med, "o", color=color, ms=4, label=label)
+    if observed is not None:
+        ax.plot(xs, np.asarray(observed, float), "x", color="k", ms=6, label="observed (held out)")
+    return _finish(ax, path, x, bands.data.attrs.get("y", "y"), logy)
+
+
+def plot_fit(fit, at=None, levels=(0.5, 0.9), ax=None, path=None, x: str | None = None, observed=None,
+             extend: float = 10.0, logy: bool = True):
+    """The fitted runs, and bands at ``at`` (default: a grid from the smallest run to ``extend`` x the largest)."""
+    ax = _axes(ax)
+    law = fit.law
+    x = x or law.input_names[0]
+    if at is None:
+        if len(law.inputs) == 1:
+            v = fit.runs[x].to_numpy()
+            grid = np.geomspace(v.min(), v.max() * extend, 120) if law.inputs[0].scale == "log" else \
+                np.linspace(v.min(), v.max() + (v.max() - v.min()), 120)
+            at = {x: grid}
+        else:
+            at = fit.runs[list(law.input_names)]
+    bands = fit.predict(at, levels=levels)
+    plot_bands(bands, x=x, observed=observed, ax=ax, logy=logy)
+    runs = fit.runs
+    ax.plot(runs[x], runs["y"], ".", color="C1", ms=5, label=f"fitted runs ({len(runs)})")
+    ax.set_title(f"{law.name}: {law.formula}", fontsize=9)
+    return _finish(ax, path, fit.columns.get(x, x), fit.columns.get("y", "y"), logy)

@@ -1,0 +1,2 @@
+def fit_pymc(*a, **k):
+    raise NotImplementedError
