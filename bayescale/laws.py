@@ -164,6 +164,18 @@ def _log_level(s: Scales):
     return dist.Normal(jnp.log(s.y_med), 1.0)
 
 
+class _Above(dist.TransformedDistribution):
+    """``low + X`` for a positive ``X``, with support ``(low, inf)`` (a plain affine shift would report the reals)."""
+
+    def __init__(self, base, low):
+        self._low = low
+        super().__init__(base, dist.transforms.AffineTransform(low, 1.0))
+
+    @property
+    def support(self):
+        return dist.constraints.greater_than(self._low)
+
+
 def _term(a, slope, t):
     """exp(a - slope * t): a power law in x written around the data centre."""
     return jnp.exp(a - slope * t)
@@ -235,34 +247,21 @@ register_law(Law(
 ))
 
 
-def _solve_m4(k, alpha):
+def _solve_m4(k, alpha, iters: int = 8):
     """Solve ln s - alpha ln(1 - s) = k for s in (0, 1); returns u = logit(s).
 
-    Bisection on u (the left side is increasing in u) with gradients from one Newton step at the root, so the
-    derivative follows the implicit-function theorem instead of the bisection's iterations.
+    The left side h(u) = -softplus(-u) + alpha softplus(u) rises with slope 1 for u -> -inf and alpha for
+    u -> +inf, so its asymptotes give a start within |alpha - 1| ln 2 of the root and Newton converges in a few
+    steps. Gradients come from the last step alone (implicit-function theorem), not through the iterations.
     """
-
-    def h(u):
-        return -jax.nn.softplus(-u) + alpha * jax.nn.softplus(u)
-
-    m = jnp.minimum(alpha, 1.0)
-    span = jnp.abs(k) / jnp.maximum(m, 1e-3) + 40.0
-    lo, hi = jax.lax.stop_gradient(-span), jax.lax.stop_gradient(span)
     ks, al = jax.lax.stop_gradient(k), jax.lax.stop_gradient(alpha)
-
-    def hs(u):
-        return -jax.nn.softplus(-u) + al * jax.nn.softplus(u)
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        below = hs(mid) < ks
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, 60, body, (lo * jnp.ones_like(ks + al), hi * jnp.ones_like(ks + al)))
-    u0 = jax.lax.stop_gradient(0.5 * (lo + hi))
-    slope = jax.lax.stop_gradient(jax.nn.sigmoid(-u0) + al * jax.nn.sigmoid(u0))
-    return u0 - (h(u0) - k) / slope
+    u = jnp.where(ks < 0, ks, ks / al)
+    for _ in range(iters):
+        hu = -jax.nn.softplus(-u) + al * jax.nn.softplus(u)
+        u = u - (hu - ks) / (jax.nn.sigmoid(-u) + al * jax.nn.sigmoid(u))
+    u = jax.lax.stop_gradient(u)
+    h = -jax.nn.softplus(-u) + alpha * jax.nn.softplus(u)
+    return u - (h - k) / jax.lax.stop_gradient(jax.nn.sigmoid(-u) + al * jax.nn.sigmoid(u))
 
 
 def _m4_mean(p, t):
@@ -277,9 +276,8 @@ register_law(Law(
     inputs=_X,
     params=(
         Param("eps_inf", _floor, "irreducible y as x -> infinity, in [0, min y)"),
-        Param("eps_0", lambda s: dist.TransformedDistribution(
-            dist.HalfNormal(1.0), [dist.transforms.ExpTransform(), dist.transforms.AffineTransform(0.0, s.y_max)]),
-            "y at x -> 0 (e.g. random-guess error), above max y"),
+        Param("eps_0", lambda s: _Above(dist.LogNormal(jnp.log(0.3 * s.y_max), 1.5), s.y_max),
+              "y at x -> 0 (e.g. random-guess error), above max y: max y + max y * LogNormal(ln 0.3, 1.5)"),
         Param("alpha", lambda s: dist.LogNormal(0.0, 1.0), "how sharply y leaves eps_0 (> 0)"),
         Param("k", lambda s: dist.Normal(0.0, 2.5), "ln(beta) - c ln x0 - (1 - alpha) ln(eps_0 - eps_inf)"),
         Param("c", _exponent(), "scaling exponent (> 0)"),

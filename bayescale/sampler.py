@@ -70,6 +70,20 @@ def _optimize(pe, z0, steps):
         return (optax.apply_updates(f, upd), st), None
 
     (flat, _), _ = jax.lax.scan(body, (flat, opt.init(flat)), None, length=steps)
+    # polish with L-BFGS: Adam gets into the right basin, L-BFGS to the bottom of it
+    lbfgs = optax.lbfgs()
+    vg = optax.value_and_grad_from_state(loss)
+
+    def polish(carry, _):
+        f, st = carry
+        v, g = vg(f, state=st)
+        ok = jnp.isfinite(v) & jnp.all(jnp.isfinite(g))
+        upd, st2 = lbfgs.update(jnp.where(ok, g, 0.0), st, f, value=v, grad=g, value_fn=loss)
+        f2 = optax.apply_updates(f, upd)
+        good = ok & jnp.all(jnp.isfinite(f2)) & (loss(f2) <= v)
+        return (jnp.where(good, f2, f), st2), None
+
+    (flat, _), _ = jax.lax.scan(polish, (flat, lbfgs.init(flat)), None, length=max(steps // 8, 10))
     return unravel(flat), _finite(pe(unravel(flat)))
 
 

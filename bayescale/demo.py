@@ -1,0 +1,94 @@
+"""The demo: fit Chinchilla's L(N, D) to the runs below 1e21 FLOP and predict the 23 larger runs.
+
+Uses the bundled Epoch AI re-extraction of Hoffmann et al. 2022 (no network, no ``../shared``). Prints one row per
+held-out run (median, 50% and 90% band of a new run, observed loss, inside?), the coverage, and saves a plot and
+a JSON summary to ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+CUTOFF = 1e21
+
+
+def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import bayescale as bs
+    from bayescale import datasets
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = datasets.chinchilla()
+    train, test = runs[runs["C"] < CUTOFF], runs[runs["C"] >= CUTOFF].sort_values("C")
+    print(f"Chinchilla runs (Epoch AI re-extraction): {len(train)} with C < {CUTOFF:.0e} FLOP to fit, "
+          f"{len(test)} larger runs to predict.")
+    t0 = time.perf_counter()
+    n = 300 if quick else 1000
+    fit = bs.fit(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", warmup=n, samples=n, seed=seed)
+    secs = time.perf_counter() - t0
+    d = fit.diagnostics
+    print(f"NUTS: 4 chains x ({n} warm-up + {n} draws) in {secs:.1f} s; max r-hat {d['max_rhat']:.4f}, "
+          f"min bulk ESS {d['min_ess_bulk']:.0f}, divergences {d['divergences']} -> {'OK' if fit.ok else 'NOT OK'}")
+    for w in fit.warnings:
+        print(f"  warning: {w}")
+    nat = fit.summary().filter(like="published form", axis=0)[["mean", "q5", "q95"]]
+    print("\nPosterior of the published parameters (mean, 90% interval):")
+    for name, row in nat.iterrows():
+        print(f"  {name.split()[0]:>6} = {row['mean']:.4g}  [{row['q5']:.4g}, {row['q95']:.4g}]")
+
+    bands = fit.predict(test[["N", "D"]], levels=(0.5, 0.9), seed=seed)
+    table = bands.table(observed=test["loss"].to_numpy())
+    table.insert(2, "C", test["C"].to_numpy())
+    show = pd.DataFrame({
+        "N": table["N"].map("{:.3g}".format), "D": table["D"].map("{:.3g}".format),
+        "C": table["C"].map("{:.3g}".format), "median": table["median"].round(3),
+        "50% band": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(table["lo50"], table["hi50"])],
+        "90% band": [f"[{a:.3f}, {b:.3f}]" for a, b in zip(table["lo90"], table["hi90"])],
+        "observed": table["observed"].round(3), "in 50%": table["in50"], "in 90%": table["in90"],
+    })
+    print("\nPredictions for the runs above 1e21 FLOP (bands of a new run, noise included):")
+    print(show.to_string(index=False))
+    cov50, cov90 = float(table["in50"].mean()), float(table["in90"].mean())
+    rmsle = float(np.sqrt(np.mean(np.log(table["median"] / table["observed"]) ** 2)))
+    print(f"\nCoverage: 50% band {cov50:.0%} ({int(table['in50'].sum())}/{len(table)}), "
+          f"90% band {cov90:.0%} ({int(table['in90'].sum())}/{len(table)}); RMSLE of the median {rmsle:.4f}")
+
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    grid = np.geomspace(runs["C"].min(), runs["C"].max() * 3, 80)
+    # compute-optimal-ish path through the data for a readable curve: D/N = 20
+    nn = np.sqrt(grid / (6 * 20.0))
+    path_b = fit.predict({"N": nn, "D": 20 * nn}, levels=(0.5, 0.9), seed=seed)
+    lo90, hi90 = path_b.interval(0.9)
+    lo50, hi50 = path_b.interval(0.5)
+    ax.fill_between(grid, lo90, hi90, color="C0", alpha=0.18, lw=0, label="90% band (D = 20 N)")
+    ax.fill_between(grid, lo50, hi50, color="C0", alpha=0.35, lw=0, label="50% band (D = 20 N)")
+    ax.plot(grid, path_b["run_median"].values, color="C0", lw=1.5, label="median (D = 20 N)")
+    ax.scatter(train["C"], train["loss"], s=8, color="C1", label=f"fitted runs (C < {CUTOFF:.0e})")
+    lo, hi = bands.interval(0.9)
+    med = bands["run_median"].values
+    ax.errorbar(test["C"], med, yerr=[med - lo, hi - med], fmt="none", ecolor="C2", alpha=0.7, label="90% band, held-out runs")
+    ax.scatter(test["C"], test["loss"], s=18, marker="x", color="k", zorder=3, label="held-out runs (observed)")
+    ax.axvline(CUTOFF, color="grey", ls=":", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOP)", ylabel="loss",
+           title=f"Chinchilla L(N,D) fitted below 1e21 FLOP: 90% coverage {cov90:.0%}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    png = out / "demo_chinchilla.png"
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    result = {"fit_seconds": secs, "n_fit": len(train), "n_predict": len(test), "coverage50": cov50,
+              "coverage90": cov90, "rmsle": rmsle, "max_rhat": d["max_rhat"], "min_ess_bulk": d["min_ess_bulk"],
+              "divergences": d["divergences"], "ok": fit.ok, "predictions": json.loads(table.to_json(orient="records"))}
+    (out / "demo_chinchilla.json").write_text(json.dumps(result, indent=2))
+    print(f"Saved {png} and {out / 'demo_chinchilla.json'}")
+    return result
