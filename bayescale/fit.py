@@ -69,6 +69,11 @@ class Fit:
         self.settings, self.group, self.map_potential = settings, group, map_potential
         self._diag = None
 
+    @property
+    def param_names(self) -> list[str]:
+        """Sampled parameters: the law's plus the noise scale ``sigma``."""
+        return [*self.law.param_names, "sigma"]
+
     def __repr__(self) -> str:
         d = self.diagnostics
         return (f"<Fit law={self.law.name} likelihood={self.likelihood} runs={len(self.runs)}"
@@ -84,7 +89,7 @@ class Fit:
     def draws(self, max_draws: int | None = None) -> dict:
         """Posterior draws flattened over chains: dict name -> array (S,)."""
         post = self.posterior
-        out = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in (*self.law.param_names, "sigma")}
+        out = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in self.param_names}
         if max_draws is not None and len(out["sigma"]) > max_draws:
             idx = np.linspace(0, len(out["sigma"]) - 1, max_draws).round().astype(int)
             out = {k: v[idx] for k, v in out.items()}
@@ -103,12 +108,11 @@ class Fit:
     def diagnostics(self) -> dict:
         """r-hat (rank-normalised), bulk/tail ESS, divergences and E-BFMI, computed with ArviZ."""
         if self._diag is None:
-            names = [*self.law.param_names, "sigma"]
+            names = self.param_names
             rhat = az.rhat(self.idata, var_names=names)
             ess_b = az.ess(self.idata, var_names=names, method="bulk")
             ess_t = az.ess(self.idata, var_names=names, method="tail")
-            bfmi = np.asarray(az.bfmi(self.idata)["energy"].values if hasattr(az.bfmi(self.idata), "__getitem__")
-                              else az.bfmi(self.idata)).reshape(-1)
+            bfmi = np.asarray(az.bfmi(self.idata)["energy"].values).reshape(-1)
             stats = self.idata["sample_stats"]
             table = pd.DataFrame({
                 "r_hat": [float(rhat[n]) for n in names],
@@ -157,11 +161,11 @@ class Fit:
         """Posterior mean, sd, 5%/95% quantiles and diagnostics of every parameter."""
         rows = {}
         d = self.diagnostics["table"]
-        for name in [*self.law.param_names, "sigma"]:
+        for name in self.param_names:
             v = self.posterior[name].values.reshape(-1)
             rows[name] = {"mean": v.mean(), "sd": v.std(), "q5": np.quantile(v, 0.05), "q95": np.quantile(v, 0.95),
                           **d.loc[name].to_dict()}
-        if natural:
+        if natural and self.law.natural is not None:
             nat = self.natural()
             for name in nat.data_vars:
                 v = nat[name].values.reshape(-1)
