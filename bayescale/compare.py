@@ -19,12 +19,26 @@ def _check_same_runs(fits: dict) -> None:
     if len(fits) < 2:
         raise ValueError("compare/model_average need at least two fits")
     names = list(fits)
-    ref = fits[names[0]].idata["observed_data"]["y"].values
+
+    def observed(f):
+        obs = f.idata["observed_data"]
+        return next(iter(obs.data_vars.values())).values  # one observed variable, whatever its name
+
+    ref = observed(fits[names[0]])
     for n in names[1:]:
-        y = fits[n].idata["observed_data"]["y"].values
+        y = observed(fits[n])
         if y.shape != ref.shape or not np.allclose(y, ref):
             raise ValueError(f"fits {names[0]!r} and {n!r} were fitted to different runs; LOO can only compare fits "
                              "of the same runs (same rows, same y)")
+
+
+def _check_same_inputs(fits: dict) -> None:
+    names = list(fits)
+    ref = tuple(fits[names[0]].law.input_names)
+    for n in names[1:]:
+        if tuple(fits[n].law.input_names) != ref:
+            raise ValueError(f"fits {names[0]!r} and {n!r} have different inputs ({list(ref)} vs "
+                             f"{list(fits[n].law.input_names)}); average laws of the same inputs")
 
 
 def compare(fits: dict, method: str = "stacking") -> pd.DataFrame:
@@ -54,7 +68,8 @@ class ModelAverage:
         for n, c in zip(names, counts):
             if c == 0:
                 continue
-            frame, mu, obs = self.fits[n].predictive_draws(at, seed=seed)
+            fr, mu, obs = self.fits[n].predictive_draws(at, seed=seed)
+            frame = fr if frame is None else frame
             idx = rng.choice(mu.shape[0], size=c, replace=c > mu.shape[0])
             mus.append(mu[idx])
             obss.append(obs[idx])
@@ -65,7 +80,7 @@ class ModelAverage:
         from bayescale.runs import distance_beyond
 
         frame, mu, obs = self.predictive_draws(at, seed=seed, n_draws=n_draws)
-        first: Fit = next(iter(self.fits.values()))
+        first: Fit = next(f for n, f in self.fits.items() if self.weights[n] > 0)
         return make_bands(frame, mu, obs, levels, beyond=distance_beyond(first.law, frame, first.scales),
                           law="+".join(f"{k}:{self.weights[k]:.2f}" for k in self.fits), method="bma",
                           y=first.columns.get("y", "y"), columns=first.columns)
@@ -73,6 +88,7 @@ class ModelAverage:
 
 def model_average(fits: dict, method: str = "stacking") -> ModelAverage:
     """Average ``{name: Fit}`` with LOO stacking weights (``method="stacking"``) or pseudo-BMA weights."""
+    _check_same_inputs(fits)
     table = compare(fits, method=method)
     weights = {k: float(table.loc[k, "weight"]) for k in fits}
     return ModelAverage(fits, weights, table)

@@ -443,7 +443,7 @@ register_law(Law(
     formula="err = eps - k * exp(-gamma * L)",
     inputs=(Input("L", "validation loss (nats/token)", scale="linear"),),
     params=(
-        Param("eps", lambda s: dist.Uniform(s.y_max, 1.0), "error as loss grows (chance level), in (max y, 1)"),
+        Param("eps", lambda s: dist.Uniform(s.y_med, 1.0), "error as loss grows (chance level), in (median y, 1)"),
         Param("lk", lambda s: dist.Normal(jnp.log(jnp.maximum(1.0 - s.y_med, 0.05)) - 0.5, 1.5),
               "ln(k exp(-gamma L0)): gap below eps at the centre loss L0"),
         Param("gamma", lambda s: dist.LogNormal(0.0, 1.0), "steepness per nat of loss (> 0)"),
@@ -460,8 +460,8 @@ register_law(Law(
     formula="y = lo + (hi - lo) / (1 + exp(-k * (ln C - ln C_mid)))",
     inputs=(Input("C", "training compute, FLOP (or any size)"),),
     params=(
-        Param("lo", lambda s: dist.Uniform(0.0, s.y_min), "lower asymptote, in [0, min y)"),
-        Param("hi", lambda s: dist.Uniform(s.y_max, 1.0), "upper asymptote, in (max y, 1]"),
+        Param("lo", lambda s: dist.Uniform(0.0, s.y_med), "lower asymptote, in [0, median y)"),
+        Param("hi", lambda s: dist.Uniform(s.y_med, 1.0), "upper asymptote, in (median y, 1]"),
         Param("k", lambda s: dist.Normal(0.0, 3.0), "slope per e-fold of C (sign: rising or falling metric)"),
         Param("m", lambda s: dist.Normal(0.5 * (s.lo["C"] + s.hi["C"]), s.width("C")), "ln(C_mid / C0)"),
     ),

@@ -56,7 +56,7 @@ def _finite(v):
 
 def _optimize(pe, z0, steps):
     flat, unravel = ravel_pytree(z0)
-    opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(0.05))
+    opt = optax.chain(optax.clip_by_global_norm(10.0), optax.adam(optax.cosine_decay_schedule(0.05, steps, alpha=1e-3)))
 
     def loss(f):
         v = pe(unravel(f))
@@ -70,20 +70,6 @@ def _optimize(pe, z0, steps):
         return (optax.apply_updates(f, upd), st), None
 
     (flat, _), _ = jax.lax.scan(body, (flat, opt.init(flat)), None, length=steps)
-    # polish with L-BFGS: Adam gets into the right basin, L-BFGS to the bottom of it
-    lbfgs = optax.lbfgs()
-    vg = optax.value_and_grad_from_state(loss)
-
-    def polish(carry, _):
-        f, st = carry
-        v, g = vg(f, state=st)
-        ok = jnp.isfinite(v) & jnp.all(jnp.isfinite(g))
-        upd, st2 = lbfgs.update(jnp.where(ok, g, 0.0), st, f, value=v, grad=g, value_fn=loss)
-        f2 = optax.apply_updates(f, upd)
-        good = ok & jnp.all(jnp.isfinite(f2)) & (loss(f2) <= v)
-        return (jnp.where(good, f2, f), st2), None
-
-    (flat, _), _ = jax.lax.scan(polish, (flat, lbfgs.init(flat)), None, length=max(steps // 8, 10))
     return unravel(flat), _finite(pe(unravel(flat)))
 
 
@@ -130,9 +116,9 @@ def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, ke
                 jax.lax.cond(i % 50 == 49, lambda: jax.debug.callback(_progress_update, i), lambda: None)
             return st, (st.z, st.diverging, st.energy, st.num_steps, st.accept_prob, st.potential_energy)
 
-        st, _ = jax.lax.scan(lambda s, i: (step(s, i)[0], None), st, jnp.arange(settings.num_warmup))
-        st, out = jax.lax.scan(step, st, settings.num_warmup + jnp.arange(settings.num_samples))
-        return out, st.adapt_state.step_size
+        # one scan over warm-up and sampling, so the NUTS kernel is compiled once; warm-up draws are dropped
+        st, out = jax.lax.scan(step, st, jnp.arange(total))
+        return jax.tree.map(lambda a: a[settings.num_warmup:], out), st.adapt_state.step_size
 
     (z, div, energy, nsteps, acc, pot), step_size = jax.vmap(chain)(jax.random.split(k_chain, settings.num_chains), inits)
     samples = jax.vmap(jax.vmap(lambda zz: constrain_fn(model, (data,), {}, zz)))(z)

@@ -1,0 +1,1 @@
+"""Benchmarks of bayescale: run ``python -m benchmarks.<name>``; results go to ``benchmarks/results`` and ``RESULTS.md``."""

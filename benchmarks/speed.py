@@ -1,0 +1,514 @@
+"""Speed benchmark: bayescale NUTS against least-squares + bootstrap and emcee, and fit_many against separate fits.
+
+Run from the repository root: ``python -m benchmarks.speed [--quick] [--out DIR] [--md PATH]``. Writes
+``DIR/speed.json`` (``speed_quick.json`` with ``--quick``) and the ``speed`` section of ``benchmarks/RESULTS.md``.
+
+1. One Chinchilla fit (222 runs with C < 1e21): first call (compile + sampling) and a second call with another
+   seed (sampling only; the compiled program is reused), ESS/s, r-hat, divergences.
+2. ``scipy.optimize.least_squares`` in log space (multi-start) plus a nonparametric bootstrap, timed whole.
+3. ``emcee`` on the same log posterior (NumPyro's potential energy of bayescale's model, unconstrained space).
+4. ``fit_many`` on the 72 image-classification curves of the revisiting benchmark against separate ``fit`` calls.
+
+The persistent JAX compilation cache is switched off (``BAYESCALE_JAX_CACHE=off``) so compile time is visible.
+"""
+
+from __future__ import annotations
+
+import os
+
+if __name__ == "__main__":  # before bayescale is imported: compile times must not come from the disk cache
+    os.environ["BAYESCALE_JAX_CACHE"] = "off"
+
+import argparse
+import datetime as dt
+import json
+import math
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+import bayescale as bs
+from bayescale import datasets
+
+ROOT = Path(__file__).resolve().parent.parent
+CUTOFF = 1e21
+START, END = "<!-- speed:start -->", "<!-- speed:end -->"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Benchmark sizes. ``FULL`` is the issue's setting, ``QUICK`` a smoke test."""
+
+    chains: int = 4
+    warmup: int = 1000
+    samples: int = 1000
+    n_boot: int = 1000
+    ls_starts: int = 4
+    emcee_walkers: int = 32
+    emcee_steps: int = 20000
+    emcee_burn: float = 0.2  # fraction of emcee steps discarded before computing ESS
+    n_curves: int | None = None  # None: all 72 IC curves
+    separate_subset: int = 12  # time this many separate fits first; stop there if the rest would exceed the budget
+    separate_budget_s: float = 1200.0
+    warm_cache: bool = True  # also time a first call in a fresh process with a warm persistent cache
+    sampler: dict = field(default_factory=dict)  # extra NUTS keywords (n_starts, opt_steps, ...)
+
+
+FULL = Config()
+QUICK = Config(chains=2, warmup=50, samples=50, n_boot=20, ls_starts=2, emcee_walkers=16, emcee_steps=300,
+               n_curves=2, separate_subset=2, warm_cache=False, sampler={"n_starts": 4, "opt_steps": 50})
+
+
+class Timer:
+    """Wall-clock and process CPU seconds of a ``with`` block (CPU/wall shows contention on a shared machine)."""
+
+    def __enter__(self):
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.s, self.cpu_s = time.perf_counter() - self.t0, time.process_time() - self.c0
+
+
+def _loadavg() -> list[float]:
+    try:
+        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
+def machine_info(command: str) -> dict:
+    """CPU model, cores, JAX backend, package versions, date and the command that produced the results."""
+    import jax
+
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    pkgs = ["bayescale", "jax", "jaxlib", "numpyro", "optax", "arviz", "scipy", "numpy", "emcee", "pandas"]
+    versions = {}
+    for p in pkgs:
+        try:
+            versions[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            versions[p] = None
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "cpu_model": cpu,
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "loadavg_start": _loadavg(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "jax_backend": jax.default_backend(),
+        "jax_devices": [str(d) for d in jax.devices()],
+        "jax_persistent_cache": jax.config.jax_compilation_cache_dir,
+        "BAYESCALE_JAX_CACHE": os.environ.get("BAYESCALE_JAX_CACHE"),
+        "versions": versions,
+    }
+
+
+def chinchilla_train():
+    """The 222 Chinchilla runs with C < 1e21 FLOP."""
+    runs = datasets.chinchilla()
+    return runs[runs["C"] < CUTOFF].reset_index(drop=True)
+
+
+def _fit_chinchilla(train, cfg: Config, seed: int):
+    return bs.fit(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", chains=cfg.chains, warmup=cfg.warmup,
+                  samples=cfg.samples, seed=seed, progress=False, **cfg.sampler)
+
+
+def _diag(f) -> dict:
+    d = f.diagnostics
+    return {"min_ess_bulk": d["min_ess_bulk"], "min_ess_tail": d["min_ess_tail"], "max_rhat": d["max_rhat"],
+            "divergences": d["divergences"], "mean_steps": d["mean_steps"], "ok": bool(f.ok)}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 1. NUTS
+
+
+def bench_nuts(train, cfg: Config):
+    """First call (compile + sampling) and second call (sampling only) of one Chinchilla fit; returns (dict, fit)."""
+    with Timer() as t1:
+        f1 = _fit_chinchilla(train, cfg, seed=0)
+    with Timer() as t2:
+        f2 = _fit_chinchilla(train, cfg, seed=1)
+    d = _diag(f2)
+    nat = f2.natural()
+    out = {
+        "runs": len(train), "chains": cfg.chains, "warmup": cfg.warmup, "samples": cfg.samples,
+        "first_call_s": t1.s, "first_call_cpu_s": t1.cpu_s, "second_call_s": t2.s, "second_call_cpu_s": t2.cpu_s,
+        "compile_s": t1.s - t2.s, "sampling_s": t2.s, **d,
+        "ess_per_s": d["min_ess_bulk"] / t2.s,
+        "ess_per_s_incl_compile": d["min_ess_bulk"] / t1.s,
+        "first_call_diagnostics": _diag(f1),
+        "posterior_mean": {k: float(nat[k].mean()) for k in nat.data_vars},
+    }
+    return out, f2
+
+
+_WARM_CHILD = """
+import json, time, sys
+from benchmarks.speed import Config, chinchilla_train, _fit_chinchilla
+cfg = Config(**json.loads(sys.argv[1]))
+train = chinchilla_train()
+t = time.perf_counter(); _fit_chinchilla(train, cfg, seed=0); print(json.dumps(time.perf_counter() - t))
+"""
+
+
+def bench_warm_cache(cfg: Config) -> dict:
+    """First-call time in a fresh process whose persistent compilation cache another process has just filled."""
+    conf = json.dumps({k: v for k, v in asdict(cfg).items()})
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "BAYESCALE_JAX_CACHE": cache, "PYTHONWARNINGS": "ignore"}
+        times = []
+        for _ in range(2):  # the first process fills the cache, the second reads it
+            res = subprocess.run([sys.executable, "-c", _WARM_CHILD, conf], env=env, cwd=ROOT, capture_output=True,
+                                 text=True, check=True)
+            times.append(float(res.stdout.strip().splitlines()[-1]))
+    return {"cold_cache_first_call_s": times[0], "warm_cache_first_call_s": times[1],
+            "note": "each in a fresh Python process (imports not timed); the second reuses the first's disk cache"}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 2. Least squares + bootstrap
+
+
+def _ls_problem(train):
+    lnN, lnD = np.log(train["N"].to_numpy(float)), np.log(train["D"].to_numpy(float))
+    return lnN, lnD, train["loss"].to_numpy(float), (lnN.mean(), lnD.mean())
+
+
+def ls_fit(lnN, lnD, y, center, starts: int):
+    """Chinchilla law by ``least_squares`` on log residuals, best of ``starts`` starts.
+
+    Parameters (E, a, alpha, b, beta) with A/N^alpha = exp(a - alpha (ln N - c_N)) (centred, well conditioned).
+    Returns (params, cost).
+    """
+    from scipy.optimize import least_squares
+
+    tn, td, logy = lnN - center[0], lnD - center[1], np.log(y)
+    ymin, ymed = y.min(), np.median(y)
+
+    def parts(p):
+        e, a, al, b, be = p
+        pn, pd = np.exp(a - al * tn), np.exp(b - be * td)
+        return pn, pd, e + pn + pd
+
+    def resid(p):
+        return np.log(parts(p)[2]) - logy
+
+    def jac(p):
+        pn, pd, m = parts(p)
+        return np.column_stack([1 / m, pn / m, -tn * pn / m, pd / m, -td * pd / m])
+
+    lb, ub = [0.0, -20.0, 0.0, -20.0, 0.0], [ymin, 20.0, 3.0, 20.0, 3.0]
+    grid = [(ef, ex) for ef in (0.5, 0.9) for ex in (0.3, 0.6, 0.15, 1.0)]
+    best = None
+    for ef, ex in grid[:starts]:
+        e0 = ef * ymin
+        x0 = [e0, np.log(0.5 * (ymed - e0)), ex, np.log(0.5 * (ymed - e0)), ex]
+        try:
+            r = least_squares(resid, x0, jac=jac, bounds=(lb, ub), method="trf")
+        except (ValueError, FloatingPointError):
+            continue
+        if best is None or r.cost < best.cost:
+            best = r
+    if best is None:
+        return np.full(5, np.nan), np.inf
+    return best.x, float(best.cost)
+
+
+def _ls_natural(x, center) -> dict:
+    e, a, al, b, be = x
+    return {"E": e, "A": math.exp(a + al * center[0]), "alpha": al, "B": math.exp(b + be * center[1]), "beta": be}
+
+
+def bench_bootstrap(train, cfg: Config, seed: int = 0) -> dict:
+    """One least-squares fit, then ``n_boot`` refits on runs resampled with replacement, timed whole."""
+    lnN, lnD, y, center = _ls_problem(train)
+    with Timer() as t0:
+        x, cost = ls_fit(lnN, lnD, y, center, cfg.ls_starts)
+    rng = np.random.default_rng(seed)
+    params = np.full((cfg.n_boot, 5), np.nan)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), Timer() as tb:
+        for i in range(cfg.n_boot):
+            idx = rng.integers(0, len(y), len(y))
+            params[i] = ls_fit(lnN[idx], lnD[idx], y[idx], center, cfg.ls_starts)[0]
+    ok = np.all(np.isfinite(params), axis=1)
+    nat = [_ls_natural(p, center) for p in params[ok]]
+    boot = {k: [d[k] for d in nat] for k in ("E", "A", "alpha", "B", "beta")}
+    return {
+        "n_boot": cfg.n_boot, "starts": cfg.ls_starts, "single_fit_s": t0.s, "bootstrap_s": tb.s,
+        "bootstrap_cpu_s": tb.cpu_s, "failed_refits": int((~ok).sum()), "point_estimate": _ls_natural(x, center),
+        "bootstrap_q05": {k: float(np.quantile(v, 0.05)) for k, v in boot.items()},
+        "bootstrap_q95": {k: float(np.quantile(v, 0.95)) for k, v in boot.items()},
+    }
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 3. emcee on bayescale's posterior
+
+
+def log_posterior(train):
+    """bayescale's Chinchilla log posterior in the unconstrained space: (jitted batch logp(flat), model, data, unravel)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.util import potential_energy
+
+    from bayescale.fit import _curve_data
+    from bayescale.model import build_model
+    from bayescale.runs import prepare_runs
+
+    rd = prepare_runs(train, "chinchilla", y="loss", inputs={"N": "N", "D": "D"})
+    frame = rd.curve(None).reset_index(drop=True)
+    data, _ = _curve_data(rd.law, frame, len(frame))  # no padding: padded points are masked out anyway
+    model = build_model(rd.law)
+    names = [*rd.law.param_names, "sigma"]
+    _, unravel = ravel_pytree({k: jnp.zeros(()) for k in names})
+
+    def logp(flat):
+        v = -potential_energy(model, (data,), {}, unravel(flat))
+        return jnp.where(jnp.isfinite(v), v, -jnp.inf)
+
+    return jax.jit(jax.vmap(logp)), model, data, unravel, names
+
+
+def bench_emcee(train, nuts_fit, nuts: dict, cfg: Config, seed: int = 0) -> dict:
+    """emcee's EnsembleSampler on the same target, started in a small ball at the NUTS posterior mean."""
+    import emcee
+    import jax
+    from jax.flatten_util import ravel_pytree
+    from numpyro.infer.util import constrain_fn, unconstrain_fn
+
+    logp, model, data, unravel, names = log_posterior(train)
+    draws = nuts_fit.draws()
+    z = jax.vmap(lambda p: unconstrain_fn(model, (data,), {}, p))({k: draws[k] for k in names})
+    flat = np.asarray(jax.vmap(lambda d: ravel_pytree(d)[0])(z))
+    pos = unravel(np.arange(flat.shape[1], dtype=float))  # name -> column of the flat vector
+    names = sorted(names, key=lambda k: int(pos[k]))
+    # the target is NUTS's: logp at its draws equals minus the potential energy NUTS recorded
+    lp_nuts = nuts_fit.idata["sample_stats"]["lp"].values.reshape(-1)
+    lp_diff = float(np.max(np.abs(np.asarray(logp(flat)) - lp_nuts)))
+
+    rng = np.random.default_rng(seed)
+    ndim, nw = flat.shape[1], cfg.emcee_walkers
+    p0 = flat.mean(0) + 1e-3 * rng.standard_normal((nw, ndim))
+    with Timer() as tc:  # compile both batch shapes emcee uses (all walkers, half of them)
+        for n in (nw, nw // 2):
+            logp(p0[:n]).block_until_ready()
+
+    def lp_fn(x):
+        return np.asarray(logp(x))
+
+    sampler = emcee.EnsembleSampler(nw, ndim, lp_fn, vectorize=True)
+    sampler.random_state = np.random.RandomState(seed).get_state()
+    with Timer() as ts:
+        sampler.run_mcmc(p0, cfg.emcee_steps, progress=False)
+    burn = int(cfg.emcee_burn * cfg.emcee_steps)
+    chain = sampler.get_chain(discard=burn)  # (steps, walkers, ndim)
+    ess = [float(bs_ess(chain[:, :, j].T)) for j in range(ndim)]
+    tau = sampler.get_autocorr_time(discard=burn, tol=0)
+    ess_ac = chain.shape[0] * nw / tau
+    thin = chain[:: max(1, chain.shape[0] // 500)].reshape(-1, ndim)
+    cons = jax.vmap(lambda f: constrain_fn(model, (data,), {}, unravel(f)))(thin)
+    nat = nuts_fit.law.natural_params({k: np.asarray(cons[k]) for k in nuts_fit.law.param_names}, nuts_fit.scales)
+    out = {
+        "walkers": nw, "steps": cfg.emcee_steps, "burn_in": burn, "logp_compile_s": tc.s,
+        "sampling_s": ts.s, "sampling_cpu_s": ts.cpu_s, "acceptance": float(np.mean(sampler.acceptance_fraction)),
+        "ess_bulk": dict(zip(names, ess)), "min_ess_bulk": min(ess),
+        "ess_autocorr": dict(zip(names, map(float, ess_ac))), "min_ess_autocorr": float(np.min(ess_ac)),
+        "ess_per_s": min(ess) / ts.s,
+        "logp_vs_nuts_lp_max_abs_diff": lp_diff,
+        "posterior_mean": {k: float(np.mean(v)) for k, v in nat.items()},
+    }
+    out["nuts_over_emcee_ess_per_s"] = nuts["ess_per_s"] / out["ess_per_s"]
+    out["nuts_incl_compile_over_emcee_ess_per_s"] = nuts["ess_per_s_incl_compile"] / out["ess_per_s"]
+    out["emcee_s_for_nuts_ess"] = nuts["min_ess_bulk"] / out["ess_per_s"]
+    return out
+
+
+def bs_ess(x) -> float:
+    """Bulk ESS (ArviZ, rank-normalised split chains) of an array (chain, draw)."""
+    import arviz as az
+
+    return float(az.ess(np.asarray(x), method="bulk"))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 4. fit_many against separate fits
+
+
+def ic_curves(n: int | None = None):
+    """Fit split of the image-classification curves of the revisiting benchmark (first ``n`` curves)."""
+    r = datasets.revisiting()
+    ic = r[(r.domain == "IC") & r.train]
+    curves = list(ic["curve"].unique())
+    if n is not None:
+        curves = curves[:n]
+        ic = ic[ic["curve"].isin(curves)]
+    return ic.reset_index(drop=True), curves
+
+
+def bench_many(cfg: Config, seed: int = 0) -> dict:
+    """``fit_many`` over all curves against one ``fit`` per curve (a random subset, extrapolated, if too slow)."""
+    from bayescale.fit import _pad_len
+
+    ic, curves = ic_curves(cfg.n_curves)
+    kw = dict(x="x", y="y", chains=cfg.chains, warmup=cfg.warmup, samples=cfg.samples, progress=False, **cfg.sampler)
+    with Timer() as tm:
+        fm = bs.fit_many(ic, "M4", group="curve", refit_flagged=False, **kw)
+    many_steps = np.stack([f.idata["sample_stats"]["n_steps"].values for f in fm.values()])  # (curve, chain, draw)
+
+    order = list(np.random.default_rng(seed).permutation(len(curves)))
+    per_fit, elapsed = [], 0.0
+    for k, i in enumerate(order):
+        sub = ic[ic["curve"] == curves[i]]
+        with Timer() as t:
+            f = bs.fit(sub, "M4", **kw)
+        elapsed += t.s
+        per_fit.append({"curve": curves[i], "runs": len(sub), "pad": _pad_len(len(sub)), "s": t.s,
+                        "ok": bool(f.ok), "mean_steps": f.diagnostics["mean_steps"]})
+        if k + 1 == cfg.separate_subset and elapsed / (k + 1) * len(curves) > cfg.separate_budget_s:
+            break
+    n_done, n_all = len(per_fit), len(curves)
+    linear = elapsed / n_done * n_all
+    # compile-aware: the first fit per padded length compiled; the rest of the curves cost a typical non-first fit
+    seen, warm = set(), []
+    for p in per_fit:
+        if p["pad"] in seen:
+            warm.append(p["s"])
+        seen.add(p["pad"])
+    aware = elapsed + (n_all - n_done) * (float(np.median(warm)) if warm else elapsed / n_done)
+    ok_sep = sum(p["ok"] for p in per_fit)
+    return {
+        "law": "M4", "curves": n_all, "chains": cfg.chains, "warmup": cfg.warmup, "samples": cfg.samples,
+        "fit_many_s": tm.s, "fit_many_cpu_s": tm.cpu_s, "fit_many_ok": int(sum(f.ok for f in fm.values())),
+        "fit_many_mean_steps": float(many_steps.mean()),
+        # vmapped NUTS advances all curves x chains in lock step: each draw costs the slowest lane's tree
+        "fit_many_mean_max_lane_steps": float(many_steps.reshape(-1, many_steps.shape[-1]).max(0).mean()),
+        "separate_timed": n_done, "separate_extrapolated": n_done < n_all,
+        "separate_timed_s": elapsed, "separate_total_s": linear, "separate_total_s_compile_aware": aware,
+        "separate_ok": int(ok_sep), "separate_ok_fraction": ok_sep / n_done,
+        "speedup": linear / tm.s, "speedup_compile_aware": aware / tm.s,
+        "separate_fits": per_fit,
+    }
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Driver and report
+
+
+def run(cfg: Config, command: str = "") -> dict:
+    """All four measurements in this process; returns the results dict."""
+    res = {"config": asdict(cfg), "machine": machine_info(command)}
+    train = chinchilla_train()
+    res["nuts"], nuts_fit = bench_nuts(train, cfg)
+    res["bootstrap"] = bench_bootstrap(train, cfg)
+    b, n = res["bootstrap"]["bootstrap_s"], res["nuts"]
+    res["nuts_vs_bootstrap"] = {"first_call_over_bootstrap": n["first_call_s"] / b,
+                                "sampling_over_bootstrap": n["sampling_s"] / b, "goal": "<= 0.5"}
+    res["emcee"] = bench_emcee(train, nuts_fit, n, cfg)
+    res["fit_many"] = bench_many(cfg)
+    if cfg.warm_cache:
+        res["nuts"]["warm_cache"] = bench_warm_cache(cfg)
+    res["machine"]["loadavg_end"] = _loadavg()
+    return res
+
+
+def _f(v, fmt=".3g"):
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+def markdown(res: dict) -> str:
+    """The ``speed`` section of RESULTS.md."""
+    m, n, b, e, fm = res["machine"], res["nuts"], res["bootstrap"], res["emcee"], res["fit_many"]
+    nb = res["nuts_vs_bootstrap"]
+    sep = (f"{fm['separate_timed']} of {fm['curves']} timed, extrapolated linearly" if fm["separate_extrapolated"]
+           else f"all {fm['curves']}")
+    rows = [
+        ("Chinchilla NUTS, first call (compile + sampling)", f"{_f(n['first_call_s'])} s"),
+        ("Chinchilla NUTS, second call (sampling)", f"{_f(n['sampling_s'])} s"),
+        ("Compile (first − second)", f"{_f(n['compile_s'])} s"),
+        ("NUTS min bulk ESS / ESS per s", f"{_f(n['min_ess_bulk'], '.0f')} / {_f(n['ess_per_s'])}"),
+        ("NUTS max r-hat / divergences", f"{_f(n['max_rhat'], '.4f')} / {n['divergences']}"),
+    ]
+    if "warm_cache" in n:
+        rows.append(("First call, fresh process, warm disk cache", f"{_f(n['warm_cache']['warm_cache_first_call_s'])} s"))
+    rows += [
+        (f"least_squares + {b['n_boot']}-resample bootstrap ({b['starts']} starts)", f"{_f(b['bootstrap_s'])} s"),
+        ("NUTS first call / bootstrap (goal ≤ 0.5)", _f(nb["first_call_over_bootstrap"])),
+        ("NUTS sampling / bootstrap (goal ≤ 0.5)", _f(nb["sampling_over_bootstrap"])),
+        (f"emcee {e['walkers']} walkers x {e['steps']} steps", f"{_f(e['sampling_s'])} s, min bulk ESS "
+                                                               f"{_f(e['min_ess_bulk'], '.0f')}"),
+        ("emcee ESS per s", _f(e["ess_per_s"])),
+        ("NUTS / emcee ESS per s (goal ≥ 20)", _f(e["nuts_over_emcee_ess_per_s"])),
+        ("NUTS incl. compile / emcee ESS per s", _f(e["nuts_incl_compile_over_emcee_ess_per_s"])),
+        (f"fit_many, {fm['curves']} IC curves (M4)", f"{_f(fm['fit_many_s'])} s, {fm['fit_many_ok']} ok"),
+        (f"separate fits ({sep})", f"{_f(fm['separate_total_s'])} s, {fm['separate_ok']}/{fm['separate_timed']} ok"),
+        ("fit_many speed-up (goal ≥ 10)", f"{_f(fm['speedup'])}x (compile-aware estimate {_f(fm['speedup_compile_aware'])}x)"),
+    ]
+    cfg = res["config"]
+    lines = [
+        START, "## Speed", "",
+        f"{m['date']}, `{m['command']}`, {m['cpu_model']} ({m['cpus_usable']} cores, shared; load average "
+        f"{m['loadavg_start']} at start, {m.get('loadavg_end')} at end), JAX {m['versions']['jax']} on "
+        f"{m['jax_backend']}, NumPyro {m['versions']['numpyro']}, bayescale {m['versions']['bayescale']}. "
+        f"NUTS: {cfg['chains']} chains x ({cfg['warmup']} warm-up + {cfg['samples']} draws); persistent "
+        "compilation cache off. Raw numbers: `benchmarks/results/speed.json`.", "",
+        "| Measure | Value |", "|---|---|", *[f"| {a} | {v} |" for a, v in rows], "", END,
+    ]
+    return "\n".join(lines)
+
+
+def update_markdown(path: Path, section: str) -> None:
+    """Replace the speed section of ``path`` (created with a heading if missing), leaving other sections alone."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny settings for a smoke test")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="directory for speed.json")
+    ap.add_argument("--md", default=None, help="Markdown file to update (default benchmarks/RESULTS.md; "
+                                               "--quick writes none unless given)")
+    args = ap.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    command = shlex.join(sys.orig_argv) if argv is None else shlex.join(["python", "-m", "benchmarks.speed", *argv])
+    res = run(cfg, command)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / ("speed_quick.json" if args.quick else "speed.json")
+    path.write_text(json.dumps(res, indent=2, default=float) + "\n")
+    md = args.md or (None if args.quick else str(ROOT / "benchmarks" / "RESULTS.md"))
+    if md:
+        update_markdown(Path(md), markdown(res))
+    print(markdown(res))
+    print(f"\nwrote {path}" + (f" and {md}" if md else ""))
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Test configuration: JAX on the CPU (even where a GPU exists), headless matplotlib, shared small fits."""
+
+import os
+
+os.environ["JAX_PLATFORMS"] = "cpu"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import bayescale as bs  # noqa: E402
+
+FAST = dict(chains=2, warmup=300, samples=300, progress=False)
+
+
+def chinchilla_truth(N, D):
+    return 1.69 + 406.4 / N**0.34 + 410.7 / D**0.28
+
+
+@pytest.fixture(scope="session")
+def chinchilla_runs():
+    """30 runs simulated from Hoffmann et al.'s published law with 1% multiplicative noise (seeded)."""
+    rng = np.random.default_rng(0)
+    N, D = np.meshgrid(np.geomspace(1e7, 1e9, 6), np.geomspace(1e9, 1e11, 5))
+    N, D = N.ravel(), D.ravel()
+    loss = chinchilla_truth(N, D) * np.exp(rng.normal(0, 0.01, N.size))
+    return pd.DataFrame({"params": N, "tokens": D, "loss": loss})
+
+
+@pytest.fixture(scope="session")
+def chinchilla_fit(chinchilla_runs):
+    return bs.fit(chinchilla_runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
