@@ -60,6 +60,13 @@ class RunData:
         return self.frame if group is None else self.frame[self.frame["group"] == group]
 
 
+def _fmt(v) -> str:
+    try:
+        return f"{float(v):g}"
+    except (TypeError, ValueError):
+        return repr(v)
+
+
 def _row_label(df: pd.DataFrame, pos: int) -> str:
     return f"row {pos} (index {df.index[pos]!r})"
 
@@ -124,7 +131,7 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
             if bad.any():
                 pos = int(np.flatnonzero(bad)[0])
                 raise RunTableError(f"column {col!r} (input {inp.name}) must be > 0 (it enters the law on a log scale); "
-                                    f"{_row_label(df, pos)} is {vals.iloc[pos]!r}. Remove non-positive sizes.")
+                                    f"{_row_label(df, pos)} is {_fmt(vals.iloc[pos])}. Remove non-positive sizes.")
         out[inp.name] = vals
     out["y"] = _column(df, y, "outcome y")
     lo_y, hi_y = law.y_range
@@ -132,13 +139,13 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         raise RunTableError(f"column {y!r} must lie in [{lo_y}, {hi_y}] for law {law.name!r}; {_row_label(df, pos)} "
-                            f"is {out['y'].iloc[pos]!r}. Is this the right law (or metric: error vs accuracy)?")
+                            f"is {_fmt(out['y'].iloc[pos])}. Is this the right law (or metric: error vs accuracy)?")
     if likelihood == "lognormal":
         bad = (out["y"] <= 0).to_numpy()
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
             raise RunTableError(f"column {y!r} must be > 0 for the default multiplicative (log-space) noise; "
-                                f"{_row_label(df, pos)} is {out['y'].iloc[pos]!r}. Use likelihood='normal' or 'studentt'.")
+                                f"{_row_label(df, pos)} is {_fmt(out['y'].iloc[pos])}. Use likelihood='normal' or 'studentt'.")
     columns = {**mapping, "y": y}
     if se is not None and (lower is not None or upper is not None):
         raise RunTableError("give either se= or lower=/upper=, not both")
@@ -155,7 +162,7 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
         bad = (out["se"] < 0).to_numpy()
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
-            raise RunTableError(f"measurement error must be >= 0; {_row_label(df, pos)} gives {out['se'].iloc[pos]!r} "
+            raise RunTableError(f"measurement error must be >= 0; {_row_label(df, pos)} gives {_fmt(out['se'].iloc[pos])} "
                                 "(are lower/upper swapped?)")
     if group is not None:
         if group not in df.columns:
@@ -237,7 +244,7 @@ def query_points(law: Law, at, columns: dict | None = None) -> pd.DataFrame:
         if not np.all(np.isfinite(v)):
             raise RunTableError(f"query input {inp.name} has NaN or infinite values")
         if inp.scale == "log" and np.any(v <= 0):
-            raise RunTableError(f"query input {inp.name} must be > 0; got {v[v <= 0][0]!r}")
+            raise RunTableError(f"query input {inp.name} must be > 0; got {_fmt(v[v <= 0][0])}")
     return frame
 
 

@@ -35,12 +35,17 @@ def run_notebook(tmp_path_factory):
         if path not in done:
             work = tmp_path_factory.mktemp(path.stem)
             out = work / "out"
+            # None removes the variable: conftest's MPLBACKEND=Agg would replace the kernel's inline backend
             env = {"BAYESCALE_NB_DRAWS": DRAWS, "BAYESCALE_NB_OUT": str(out),
-                   "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+                   "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "MPLBACKEND": None}
             nb = nbformat.read(path, as_version=4)
             nb.cells.append(nbformat.v4.new_code_cell(PROBE))
             saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)  # the kernel inherits this process's environment
+            for k, v in env.items():  # the kernel inherits this process's environment
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
             try:
                 nbclient.NotebookClient(nb, kernel_name="python3", timeout=900,
                                         resources={"metadata": {"path": str(work)}}).execute()

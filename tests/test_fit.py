@@ -1,0 +1,154 @@
+"""Fit -> bands -> save/load -> compare: behaviour of the main API on a small simulated Chinchilla data set."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayescale as bs
+from bayescale.bands import make_bands
+from conftest import FAST, chinchilla_truth
+
+AT = {"params": [1e8, 7e10], "tokens": [1e10, 1.4e12]}
+
+
+def test_fit_has_posterior_stats_and_diagnostics(chinchilla_fit):
+    f = chinchilla_fit
+    for group in ("posterior", "sample_stats", "log_likelihood", "observed_data", "constant_data"):
+        assert group in f.idata.children
+    assert f.posterior.sizes == {"chain": 2, "draw": 300}
+    d = f.diagnostics
+    assert set(d["table"].index) == {"E", "a", "alpha", "b", "beta", "sigma"}
+    assert d["max_rhat"] < 1.05 and d["min_ess_bulk"] > 100
+    assert isinstance(f.ok, bool) and f.ok == (not f.warnings)
+    s = f.summary()
+    assert {"A (published form)", "alpha (published form)"} <= set(s.index)
+    # the published exponent is the sampled one; A follows from the centred parametrisation
+    assert s.loc["alpha (published form)", "mean"] == pytest.approx(s.loc["alpha", "mean"])
+
+
+def test_published_parameters_recovered(chinchilla_fit):
+    nat = chinchilla_fit.natural()
+    for name, truth in {"E": 1.69, "alpha": 0.34, "beta": 0.28}.items():
+        lo, hi = np.quantile(nat[name].values, [0.005, 0.995])
+        assert lo <= truth <= hi, name
+
+
+def test_bands_structure_and_nesting(chinchilla_fit):
+    b = chinchilla_fit.predict(AT, levels=(0.5, 0.8, 0.9, 0.95), seed=1)
+    assert isinstance(b, bs.Bands)
+    assert b.levels == [0.5, 0.8, 0.9, 0.95]
+    assert list(b["N"].values) == [1e8, 7e10]
+    for kind in ("curve", "run"):
+        lo, hi = b[f"{kind}_lower"].values, b[f"{kind}_upper"].values
+        med = b[f"{kind}_median"].values
+        assert np.all(np.diff(lo, axis=0) <= 0) and np.all(np.diff(hi, axis=0) >= 0)  # wider with level
+        assert np.all(lo[0] <= med) and np.all(med <= hi[0])
+    # a new run is noisier than the mean curve
+    assert np.all(b.interval(0.9, "run")[1] - b.interval(0.9, "run")[0] >= b.interval(0.9, "curve")[1] - b.interval(0.9, "curve")[0])
+    assert list(b["extrapolation"].values) == [False, True]
+    assert b["beyond"].values[1] == pytest.approx(np.log10(7e10 / 1e9))  # N lies furthest out (1.8 decades)
+    truth = chinchilla_truth(np.array(AT["params"]), np.array(AT["tokens"]))
+    assert np.all(b.covers(truth, 0.95, kind="curve"))
+    t = b.table(observed=truth)
+    assert {"median", "lo90", "hi90", "in90", "beyond"} <= set(t.columns)
+
+
+def test_predictions_are_seeded(chinchilla_fit):
+    a = chinchilla_fit.predict(AT, seed=3)
+    b = chinchilla_fit.predict(AT, seed=3)
+    c = chinchilla_fit.predict(AT, seed=4)
+    np.testing.assert_array_equal(a["run_lower"].values, b["run_lower"].values)
+    assert not np.array_equal(a["run_lower"].values, c["run_lower"].values)
+
+
+def test_same_seed_same_posterior(chinchilla_runs, chinchilla_fit):
+    again = bs.fit(chinchilla_runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
+    np.testing.assert_array_equal(again.posterior["alpha"].values, chinchilla_fit.posterior["alpha"].values)
+    other = bs.fit(chinchilla_runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=1, **FAST)
+    assert not np.array_equal(other.posterior["alpha"].values, chinchilla_fit.posterior["alpha"].values)
+
+
+def test_save_load_roundtrip(chinchilla_fit, tmp_path):
+    path = chinchilla_fit.save(tmp_path / "fit.nc")
+    back = bs.load_fit(path)
+    assert back.law.name == "chinchilla" and back.columns == chinchilla_fit.columns and back.seed == 0
+    np.testing.assert_array_equal(back.posterior["E"].values, chinchilla_fit.posterior["E"].values)
+    a, b = chinchilla_fit.predict(AT, seed=2), back.predict(AT, seed=2)
+    np.testing.assert_allclose(a["run_upper"].values, b["run_upper"].values)
+    assert back.diagnostics["max_rhat"] == pytest.approx(chinchilla_fit.diagnostics["max_rhat"])
+
+
+def test_corrupt_or_missing_fit_file(tmp_path):
+    bad = tmp_path / "bad.nc"
+    bad.write_bytes(b"not a netcdf file at all")
+    with pytest.raises(bs.FitFileError, match="corrupt"):
+        bs.load_fit(bad)
+    with pytest.raises(bs.FitFileError, match="does not exist"):
+        bs.load_fit(tmp_path / "missing.nc")
+
+
+def test_nan_draws_are_an_error_not_silent_bands():
+    frame = pd.DataFrame({"x": [1.0, 2.0]})
+    mu = np.ones((10, 2))
+    mu[3, 1] = np.nan
+    with pytest.raises(FloatingPointError, match="NaN/inf at 1 query point"):
+        make_bands(frame, mu, mu, (0.9,))
+
+
+def test_loo_compare_and_model_average(chinchilla_runs, chinchilla_fit):
+    kap = bs.fit(chinchilla_runs, "kaplan", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
+    table = bs.compare({"chinchilla": chinchilla_fit, "kaplan": kap})
+    assert set(table.index) == {"chinchilla", "kaplan"}
+    assert table["weight"].sum() == pytest.approx(1.0)
+    assert table.index[0] == "chinchilla"  # the true law ranks first
+    avg = bs.model_average({"chinchilla": chinchilla_fit, "kaplan": kap})
+    b = avg.predict(AT, seed=0)
+    assert b.attrs["method"] == "bma"
+    # a mixture's central interval spans at least the narrowest component's
+    widths = [np.subtract(*f.predict(AT, seed=0).interval(0.9)[::-1]) for f in (chinchilla_fit, kap)]
+    assert np.all(np.subtract(*b.interval(0.9)[::-1]) >= np.min(widths, axis=0) * 0.9)
+    other = bs.fit(chinchilla_runs.head(20), "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", **FAST)
+    with pytest.raises(ValueError, match="different runs"):
+        bs.compare({"a": chinchilla_fit, "b": other})
+
+
+def test_fit_many_matches_groups_and_flags():
+    rng = np.random.default_rng(5)
+    x = np.geomspace(1e6, 1e9, 12)
+    frames = [pd.DataFrame({"x": x, "y": (0.3 + s * x**-0.3) * np.exp(rng.normal(0, 0.02, x.size)), "curve": f"c{i}"})
+              for i, s in enumerate([20.0, 40.0, 80.0])]
+    runs = pd.concat(frames, ignore_index=True).iloc[:-2]  # curves of different lengths are padded and masked
+    fits = bs.fit_many(runs, "M2", group="curve", x="x", y="y", seed=0, **FAST)
+    assert isinstance(fits, bs.FitMany) and list(fits) == ["c0", "c1", "c2"]
+    assert [len(f.runs) for f in fits.values()] == [12, 12, 10]
+    assert fits["c2"].idata["log_likelihood"]["y"].shape[-1] == 10
+    summ = fits.summary()
+    assert list(summ.columns) == ["runs", "max_rhat", "min_ess_bulk", "divergences", "ok", "refitted"]
+    # the scale of each curve is recovered: larger s -> larger loss at the smallest x
+    med = [float(f.predict([1e6], levels=(0.5,))["curve_median"].values[0]) for f in fits.values()]
+    assert med[0] < med[1] < med[2]
+    via_fit = bs.fit(runs, "M2", group="curve", x="x", y="y", seed=0, **FAST)
+    assert isinstance(via_fit, bs.FitMany)
+
+
+def test_measurement_error_widens_nothing_it_should_not(chinchilla_runs):
+    d = chinchilla_runs.assign(se=0.05)
+    f = bs.fit(d, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", se="se", seed=0, **FAST)
+    assert f.runs["se"].eq(0.05).all()
+    # known error explains the scatter, so the extra noise scale shrinks towards 0
+    assert float(f.posterior["sigma"].mean()) < 0.02
+
+
+def test_plot_shows_data_and_bands(chinchilla_fit, tmp_path):
+    ax = chinchilla_fit.plot(path=tmp_path / "fit.png")
+    assert (tmp_path / "fit.png").stat().st_size > 1000
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("fitted runs (30)" in s for s in labels) and any("90%" in s for s in labels)
+    one = bs.fit(pd.DataFrame({"x": np.geomspace(1, 1e3, 10), "y": 2 + np.geomspace(1, 1e3, 10) ** -0.5}),
+                 "M2", x="x", y="y", **FAST)
+    ax = one.plot()
+    median_line = [ln for ln in ax.get_lines() if ln.get_label() == "median"][0]
+    xs, ys = median_line.get_data()
+    b = one.predict({"x": xs}, levels=(0.5, 0.9))
+    np.testing.assert_allclose(ys, b["run_median"].values, rtol=0.05)
+    assert xs.max() == pytest.approx(1e4)  # extends 10x beyond the data
