@@ -8,6 +8,7 @@ NUTS in :mod:`bayescale.sampler`) -> bands (:mod:`bayescale.bands`) -> compariso
 __version__ = "0.1.0"
 
 from bayescale import _config  # noqa: F401  (float64, compilation cache; before any JAX work)
+from bayescale import datasets
 from bayescale.bands import Bands
 from bayescale.compare import ModelAverage, compare, model_average
 from bayescale.errors import BayescaleError, FitFileError, RunTableError, UnknownLawError
@@ -16,7 +17,7 @@ from bayescale.laws import Input, Law, Param, Scales, get_law, list_laws, regist
 from bayescale.pymc_bridge import fit_pymc
 
 __all__ = [
-    "Bands", "BayescaleError", "Fit", "FitFileError", "FitMany", "Input", "Law", "ModelAverage", "Param",
+    "Bands", "BayescaleError", "datasets", "Fit", "FitFileError", "FitMany", "Input", "Law", "ModelAverage", "Param",
     "RunTableError", "Scales", "UnknownLawError", "compare", "fit", "fit_many", "fit_pymc", "get_law", "list_laws",
     "load_fit", "model_average", "register_law",
 ]

@@ -46,7 +46,7 @@ def compare(fits: dict, method: str = "stacking") -> pd.DataFrame:
     import arviz as az
 
     _check_same_runs(fits)
-    return az.compare({k: f.idata for k, f in fits.items()}, method=method)
+    return az.compare({k: f.idata for k, f in fits.items()}, method=method, round_to="none")
 
 
 class ModelAverage:
