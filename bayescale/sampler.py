@@ -31,7 +31,11 @@ __all__ = ["SamplerSettings", "run_nuts"]
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    """NUTS settings. ``dense_mass=None`` uses a dense mass matrix up to 12 parameters."""
+    """NUTS settings. ``dense_mass=None`` uses a dense mass matrix up to 12 parameters.
+
+    ``n_starts`` prior draws are optimised for ``opt_steps`` Adam steps to start the chains; ``opt_steps=0``
+    starts the chains at raw prior draws instead.
+    """
 
     num_chains: int = 4
     num_warmup: int = 1000
@@ -41,6 +45,14 @@ class SamplerSettings:
     dense_mass: bool | None = None
     n_starts: int = 16
     opt_steps: int = 400
+
+    def __post_init__(self):
+        if self.num_chains < 1 or self.num_samples < 1 or self.num_warmup < 0:
+            raise ValueError("need chains >= 1, samples >= 1 and warmup >= 0")
+        if self.n_starts < self.num_chains:
+            raise ValueError(f"n_starts ({self.n_starts}) must be at least the number of chains ({self.num_chains})")
+        if not 0 < self.target_accept < 1:
+            raise ValueError(f"target_accept must lie in (0, 1), got {self.target_accept}")
 
 
 def _prior_z(model, key, data):
@@ -91,7 +103,10 @@ def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, ke
     k_init, k_chain, k_jit = jax.random.split(key, 3)
     pe = partial(potential_energy, model, (data,), {})
     z0 = jax.vmap(lambda k: _prior_z(model, k, data))(jax.random.split(k_init, settings.n_starts))
-    z_opt, v_opt = jax.vmap(lambda z: _optimize(pe, z, settings.opt_steps))(z0)
+    if settings.opt_steps > 0:
+        z_opt, v_opt = jax.vmap(lambda z: _optimize(pe, z, settings.opt_steps))(z0)
+    else:  # plain prior draws (for comparison: `benchmarks/init.py`)
+        z_opt, v_opt = z0, jnp.zeros(settings.n_starts)
     order = jnp.argsort(v_opt)
     best = order[0]
     # chains start at the best optima; ones far worse than the best (another, poorer mode) start at the best

@@ -1,0 +1,97 @@
+"""Which NUTS initialisation works on real curves: multi-start MAP (the default) or raw prior draws.
+
+For each law, fits the first ``--curves`` image-classification curves of the revisiting benchmark (fit split) with
+``fit_many`` twice: chains started from optimised prior draws (``opt_steps=400``) and from raw prior draws
+(``opt_steps=0``). Reports the share of fits passing the diagnostics gate, the median and worst r-hat, divergences,
+mean leapfrog steps per draw and wall time. Writes ``benchmarks/results/init.json`` and the ``init`` section of
+``benchmarks/RESULTS.md``.
+
+    python -m benchmarks.init [--laws M4,BNSL1] [--curves 24] [--draws 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- init:start -->", "<!-- init:end -->"
+
+
+def run(laws, n_curves: int, draws: int, seed: int = 0) -> dict:
+    import bayescale as bs
+
+    r = bs.datasets.revisiting()
+    ic = r[(r.domain == "IC") & r.train]
+    curves = list(ic["curve"].unique())[:n_curves]
+    runs = ic[ic["curve"].isin(curves)]
+    out = {}
+    for law in laws:
+        for name, opt_steps in (("map", 400), ("prior", 0)):
+            t0 = time.perf_counter()
+            fits = bs.fit_many(runs, law, group="curve", x="x", y="y", chains=4, warmup=draws, samples=draws,
+                               seed=seed, progress=False, refit_flagged=False, opt_steps=opt_steps)
+            secs = time.perf_counter() - t0
+            s = fits.summary()
+            steps = [f.diagnostics["mean_steps"] for f in fits.values()]
+            out[f"{law}/{name}"] = {
+                "law": law, "init": name, "curves": len(fits), "seconds": secs,
+                "ok_share": float(s["ok"].mean()), "median_max_rhat": float(s["max_rhat"].median()),
+                "worst_max_rhat": float(s["max_rhat"].max()), "rhat_over_1.01": int((s["max_rhat"] > 1.01).sum()),
+                "divergences": int(s["divergences"].sum()), "mean_leapfrog_steps": float(np.mean(steps)),
+            }
+            print(json.dumps(out[f"{law}/{name}"]), flush=True)
+    return out
+
+
+def markdown(res: dict, meta: dict) -> str:
+    lines = [START, "## NUTS initialisation: multi-start MAP vs prior draws", "",
+             f"`{meta['command']}` on {meta['cpu_model']} ({meta['cpu_count']} cores, JAX {meta['jax_backend']}), "
+             f"{meta['date']}. Revisiting benchmark, IC curves, fit split; 4 chains, `fit_many`, no refits.", "",
+             "| law | init | curves | ok | median max r-hat | worst r-hat | curves r-hat > 1.01 | divergences | leapfrog steps/draw | s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for v in res.values():
+        lines.append(f"| {v['law']} | {v['init']} | {v['curves']} | {v['ok_share']:.0%} | {v['median_max_rhat']:.3f} | "
+                     f"{v['worst_max_rhat']:.3f} | {v['rhat_over_1.01']} | {v['divergences']} | "
+                     f"{v['mean_leapfrog_steps']:.1f} | {v['seconds']:.0f} |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def update_markdown(path: Path, section: str, start: str = START, end: str = END) -> None:
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.init", description=__doc__.split("\n")[0])
+    ap.add_argument("--laws", default="M4,BNSL1")
+    ap.add_argument("--curves", type=int, default=24)
+    ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--md", default=str(ROOT / "benchmarks" / "RESULTS.md"))
+    args = ap.parse_args(argv)
+    from benchmarks.speed import machine_info
+
+    meta = machine_info("python -m benchmarks.init " + " ".join(argv if argv is not None else sys.argv[1:]))
+    res = run(args.laws.split(","), args.curves, args.draws, args.seed)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "init.json").write_text(json.dumps({"machine": meta, "results": res}, indent=2))
+    if args.md:
+        update_markdown(Path(args.md), markdown(res, meta))
+    return res
+
+
+if __name__ == "__main__":
+    main()
