@@ -26,9 +26,8 @@ if _cache and _cache.lower() not in {"0", "off", "none"}:
     except OSError:  # read-only home: run without the cache
         pass
 
-
-import numpyro  # noqa: E402
-import numpyro.distributions  # noqa: E402
+import numpyro  # noqa: E402,F401
+import numpyro.distributions  # noqa: E402,F401  (loaded here so the repair below sees its submodules)
 
 
 def _repair_numpyro_submodules() -> None:

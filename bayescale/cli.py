@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 
-import numpy as np
 
 from bayescale.errors import BayescaleError
 

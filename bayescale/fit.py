@@ -7,8 +7,6 @@ to predict again after a save/load: the law, the noise model, the data scales, c
 from __future__ import annotations
 
 import json
-import math
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayescale.errors import FitFileError, RunTableError
+from bayescale.errors import FitFileError
 from bayescale.laws import Law, Scales, get_law
 from bayescale.model import build_model, check_likelihood, noise_dist
 from bayescale.runs import RunData, distance_beyond, prepare_runs, query_points, scales_for, transform_inputs

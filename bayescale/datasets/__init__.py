@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from importlib import resources
 
-import numpy as np
 import pandas as pd
 
 __all__ = ["chinchilla", "colpret", "gadre", "gadre_downstream", "path", "revisiting"]
