@@ -317,11 +317,17 @@ class FitMany(dict):
 
 def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None, se=None, lower=None, upper=None,
              likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000, samples: int = 1000,
-             seed: int = 0, progress: bool | None = None, refit_flagged: bool = True, **sampler) -> FitMany:
-    """Fit ``law`` to every group of ``runs`` in one compiled, vectorised program (CPU, or GPU when JAX sees one).
+             seed: int = 0, progress: bool | None = None, refit_flagged: bool = True, batch_size: int | None = None,
+             **sampler) -> FitMany:
+    """Fit ``law`` to every group of ``runs`` with vectorised NUTS (CPU, or GPU when JAX sees one).
 
-    Curves are padded to a common length and sampled together, each with its own step size and mass matrix.
-    With ``refit_flagged``, a curve whose diagnostics fail is refitted alone with twice the warm-up.
+    Curves are padded to a common length, so one compiled program serves them all, and sampled ``batch_size`` at a
+    time (vmapped), each with its own step size and mass matrix. A vectorised NUTS step costs as much as the longest
+    trajectory in the batch, and on a CPU the arithmetic of a few lanes already fills the cores: there batches of
+    one curve (its chains vectorised) were fastest (``benchmarks/batching.py``), so that is the CPU default; on a
+    GPU the default is all curves at once. With ``refit_flagged``, a curve whose diagnostics fail is refitted alone
+    with twice the warm-up.
+    Each curve's random key depends on ``seed`` and its position only, not on the batching.
     """
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
@@ -331,16 +337,29 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
     n_pad = _pad_len(max(len(f) for f in frames))
     built = [_curve_data(law, f, n_pad) for f in frames]
-    batch = jax.tree.map(lambda *a: np.stack(a), *[b[0] for b in built])
     model = build_model(law, rd.likelihood, df)
-    samples_, ll, stats, vbest = run_nuts(model, batch, jax.random.PRNGKey(seed), settings, len(law.params) + 1,
-                                          batched=True, progress=progress, label=f"NUTS {law.name} x{len(groups)}")
+    if batch_size is None:
+        batch_size = 1 if jax.default_backend() == "cpu" else len(groups)
+    size = max(1, min(int(batch_size), len(groups)))
+    order = sorted(range(len(groups)), key=lambda i: len(frames[i]))
+    root = jax.random.PRNGKey(seed)
+    per_curve = [None] * len(groups)
+    n_batches = -(-len(groups) // size)
+    for b in range(n_batches):
+        idx = order[b * size:(b + 1) * size]
+        padded = idx + [idx[-1]] * (size - len(idx))  # same shapes for the last batch: no recompilation
+        batch = jax.tree.map(lambda *a: np.stack(a), *[built[i][0] for i in padded])
+        keys = np.stack([np.asarray(jax.random.fold_in(root, i)) for i in padded])
+        out = run_nuts(model, batch, keys, settings, len(law.params) + 1, batched=True, progress=progress,
+                       label=f"NUTS {law.name} batch {b + 1}/{n_batches}")
+        for j, i in enumerate(idx):
+            per_curve[i] = jax.tree.map(lambda a: a[j], out)
     fits, refitted = {}, []
     for i, (g, frame) in enumerate(zip(groups, frames)):
-        take = lambda tree: jax.tree.map(lambda a: a[i], tree)  # noqa: E731
-        idata = _to_idata(law, take(samples_), ll[i], take(stats), frame)
+        samples_, ll, stats, vbest = per_curve[i]
+        idata = _to_idata(law, samples_, ll, stats, frame)
         f = Fit(law, idata, built[i][1], frame, rd.columns, rd.likelihood, df, seed, settings, group=g,
-                map_potential=float(vbest[i]))
+                map_potential=float(vbest))
         if refit_flagged and not f.ok:
             retry = _settings(chains, 2 * warmup, samples, **sampler)
             f2 = _fit_prepared(rd, df, retry, seed + 1000 + i, progress=False, group=g)

@@ -161,9 +161,8 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
         progress = sys.stderr.isatty()
     _BAR.clear()
     _BAR.update(total=settings.num_warmup + settings.num_samples, label=label)
-    if batched:
-        n = jax.tree.leaves(data)[0].shape[0]
-        key = jax.random.split(key, n)
+    if batched and np.ndim(key) == 1:  # one key for the batch: split it per curve
+        key = jax.random.split(key, jax.tree.leaves(data)[0].shape[0])
     try:
         out = _run(model, settings, dense, batched, bool(progress), key, data)
         out = jax.tree.map(np.asarray, out)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._common import ROOT  # noqa: E402
 START, END = "<!-- init:start -->", "<!-- init:end -->"
 
 
@@ -63,16 +63,6 @@ def markdown(res: dict, meta: dict) -> str:
     return "\n".join(lines)
 
 
-def update_markdown(path: Path, section: str, start: str = START, end: str = END) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        text = head + section + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.init", description=__doc__.split("\n")[0])
     ap.add_argument("--laws", default="M4,BNSL1")
@@ -82,6 +72,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--md", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args(argv)
+    from benchmarks._common import update_markdown
     from benchmarks.speed import machine_info
 
     meta = machine_info("python -m benchmarks.init " + " ".join(argv if argv is not None else sys.argv[1:]))
@@ -89,7 +80,7 @@ def main(argv=None) -> dict:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "init.json").write_text(json.dumps({"machine": meta, "results": res}, indent=2))
     if args.md:
-        update_markdown(Path(args.md), markdown(res, meta))
+        update_markdown(Path(args.md), markdown(res, meta), START, END)
     return res
 
 

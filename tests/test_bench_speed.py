@@ -17,7 +17,7 @@ def _finite(d, *keys):
 def test_speed_benchmark_quick(tmp_path):
     res = json.loads(json.dumps(speed.run(TINY, "test"), default=float))  # JSON-serialisable
     assert {"config", "machine", "nuts", "bootstrap", "nuts_vs_bootstrap", "emcee", "fit_many"} <= res.keys()
-    assert res["machine"]["cpu_count"] >= 1 and res["machine"]["versions"]["jax"]
+    assert res["machine"]["cpu_count"] >= 1 and res["machine"]["versions"]["jax"] and "git_commit" in res["machine"]
     _finite(res["nuts"], "first_call_s", "sampling_s", "compile_s", "min_ess_bulk", "ess_per_s", "max_rhat",
             "divergences")
     assert res["nuts"]["runs"] == 222
@@ -39,3 +39,8 @@ def test_speed_benchmark_quick(tmp_path):
         speed.update_markdown(md, speed.markdown(res))
     text = md.read_text()
     assert text.count(speed.START) == 1 and "keep me" in text and "| Measure | Value |" in text
+
+
+def test_child_timeout_gives_none():
+    out, stdout = speed._child("fit_many_timed", TINY, timeout=2)
+    assert out is None and isinstance(stdout, str)
