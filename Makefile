@@ -30,6 +30,8 @@ bench-tests: $(STAMP)
 # Benchmarks write benchmarks/results/*.json and benchmarks/RESULTS.md.
 bench: $(STAMP)
 	$(PY) -m benchmarks.speed
+	$(PY) -m benchmarks.batching
+	$(PY) -m benchmarks.init
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
