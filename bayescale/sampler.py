@@ -112,11 +112,9 @@ def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, ke
     # chains start at the best optima; ones far worse than the best (another, poorer mode) start at the best
     pick = order[: settings.num_chains]
     pick = jnp.where(v_opt[pick] - v_opt[best] < 5.0, pick, best)
-    inits = jax.tree.map(lambda a: a[pick], z_opt)
-    flat0, unravel = ravel_pytree(jax.tree.map(lambda a: a[0], inits))
-    jitter = 0.01 * jax.random.normal(k_jit, (settings.num_chains, flat0.size))
-    inits = jax.vmap(lambda i, j: unravel(ravel_pytree(jax.tree.map(lambda a: a[i], inits))[0] + j))(
-        jnp.arange(settings.num_chains), jitter)
+    flat = jax.vmap(lambda i: ravel_pytree(jax.tree.map(lambda a: a[i], z_opt))[0])(pick)
+    unravel = ravel_pytree(jax.tree.map(lambda a: a[0], z_opt))[1]
+    inits = jax.vmap(unravel)(flat + 0.01 * jax.random.normal(k_jit, flat.shape))
 
     init_kernel, sample_kernel = hmc(potential_fn=pe, algo="NUTS")
     total = settings.num_warmup + settings.num_samples
