@@ -104,8 +104,9 @@ def test_family_recovery_and_coverage(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_coverage_full(name):
-    check_family(name, n_curves=24, seed=2, cover_range=(0.84, 0.96), recover_min=0.85,
-                 chains=4, warmup=500, samples=500, progress=False)
+    settings = dict(chains=4, warmup=500, samples=500, progress=False)
+    settings.update(FAMILIES[name][2] if len(FAMILIES[name]) > 2 else {})
+    check_family(name, n_curves=24, seed=2, cover_range=(0.84, 0.96), recover_min=0.85, **settings)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
