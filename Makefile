@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.speed
 	$(PY) -m benchmarks.batching
 	$(PY) -m benchmarks.init
+	$(PY) -m benchmarks.coverage
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
