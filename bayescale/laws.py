@@ -131,7 +131,7 @@ def get_law(law: str | Law) -> Law:
         return LAWS[str(law).lower()]
     except KeyError:
         raise UnknownLawError(
-            f"unknown law {law!r}. Registered laws: {', '.join(sorted(LAWS))}. "
+            f"unknown law {law!r}. Registered laws: {', '.join(v.name for _, v in sorted(LAWS.items()))}. "
             "Run `bayescale laws` to list them, or register your own with bayescale.register_law(...)."
         ) from None
 

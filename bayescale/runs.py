@@ -187,7 +187,7 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
             raise RunTableError(
                 f"law {law.name!r} has {len(law.params)} parameters plus a noise scale and needs at least "
                 f"{law.needs_points} distinct points; got {n}{where}. Add runs, or choose a law with fewer parameters "
-                f"(e.g. {'M2' if len(law.inputs) == 1 else 'chinchilla'})."
+                f"(e.g. {'M1 (3 points)' if len(law.inputs) == 1 else 'kaplan (5 points)'})."
             )
     return RunData(law=law, frame=out, columns=columns, likelihood=likelihood)
 
