@@ -75,6 +75,15 @@ class ModelAverage:
             obss.append(obs[idx])
         return frame, np.concatenate(mus), np.concatenate(obss)
 
+    def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000) -> np.ndarray:
+        """Log density of ``observed`` at ``at`` under the mixture: ``log sum_k w_k p_k(y)`` per point, y units."""
+        from scipy.special import logsumexp
+
+        names = [n for n in self.fits if self.weights[n] > 0]
+        w = np.array([self.weights[n] for n in names], float)
+        lp = np.stack([self.fits[n].log_predictive_density(at, observed, se=se, max_draws=max_draws) for n in names])
+        return logsumexp(lp + np.log(w / w.sum())[:, None], axis=0)
+
     def predict(self, at, levels=DEFAULT_LEVELS, seed: int = 0, n_draws: int = 4000):
         """Bands of the mixture (method ``"bma"``)."""
         from bayescale.runs import distance_beyond

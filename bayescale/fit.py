@@ -187,6 +187,27 @@ class Fit:
         obs = np.asarray(noise_dist(self.likelihood, mu, p["sigma"][:, None], df=self.df).sample(key))
         return frame, mu, obs
 
+    def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000) -> np.ndarray:
+        """Log posterior predictive density of ``observed`` runs at ``at``, one value per point, in y units.
+
+        ``log mean_s p(y | theta_s, sigma_s)`` under the fit's noise model (lognormal/normal/studentt), exact given
+        the draws (no kernel estimate). ``se``: known measurement error of the new runs (y units), if any. For
+        other y units ``y' = y / c`` add ``log c`` (:func:`bayescale.scoring.rescale_log_density`).
+        """
+        from bayescale.scoring import log_mean_exp
+
+        frame = query_points(self.law, at, self.columns)
+        y = np.asarray(observed, float).reshape(-1)
+        if y.shape != (len(frame),) or not np.isfinite(y).all():
+            raise ValueError(f"observed must be {len(frame)} finite values, one per query point; got shape {y.shape}")
+        p = self.draws(max_draws)
+        t = transform_inputs(self.law, {k: frame[k].to_numpy() for k in self.law.input_names}, self.scales.center)
+        mu = np.asarray(_mean_jit(self.law, {k: v[:, None] for k, v in p.items() if k != "sigma"},
+                                  {k: v[None, :] for k, v in t.items()}))
+        se_ = None if se is None else np.broadcast_to(np.asarray(se, float), y.shape)
+        lp = noise_dist(self.likelihood, mu, p["sigma"][:, None], se=se_, y_ref=y, df=self.df).log_prob(y[None, :])
+        return log_mean_exp(np.asarray(lp), axis=0)
+
     def predict(self, at, levels=DEFAULT_LEVELS, seed: int | None = None, max_draws: int | None = 4000):
         """Posterior predictive bands at ``at`` (see :class:`bayescale.bands.Bands`)."""
         from bayescale.bands import make_bands
