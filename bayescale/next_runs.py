@@ -1,0 +1,348 @@
+"""Which pilot run to train next: expected reduction of the target's posterior variance per unit cost.
+
+:func:`next_runs` scores candidate runs (a table or a grid, each with a cost) by how much training them would
+narrow what the user wants to know, the *target*:
+
+- the loss at a point (``{"N": 7e10, "D": 1.4e12}``), or at several points (a whole curve: the mean over points);
+- the compute-optimal loss at a budget (``{"compute_optimal": 1e24}``, laws in N and D).
+
+The target is measured on the log scale of the law's mean curve (parameter uncertainty; run-to-run noise cannot be
+trained away), so its variance is unit free. For a NUTS fit the outcome of a candidate is *fantasised*: an outcome
+y is simulated from the posterior predictive, the posterior draws are reweighted by its likelihood (importance
+sampling: no refit), and the target's variance under those weights is averaged over ``n_outcomes`` simulated
+outcomes: E_y[Var(target | data, y)]. Batches are chosen greedily: each chosen run's fantasised outcome stays in
+its simulated world while the next run is scored. The effective sample size of the weights is reported; when it
+is small the variance estimate is noisy (more draws help: ``max_draws``).
+
+``method="pfn"`` (one-input run tables, when :mod:`bayescale.pfn` is available) fantasises with the PFN instead:
+the candidate with a sampled outcome joins the context and the PFN predicts the target again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from bayescale.allocation import PosteriorDraws, compute_optimal, posterior_draws
+from bayescale.errors import BayescaleError
+from bayescale.laws import get_law
+
+__all__ = ["next_runs", "parse_target", "candidate_grid"]
+
+ESS_WARN = 20.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs: candidates, costs, target
+
+
+def candidate_grid(**axes) -> pd.DataFrame:
+    """Every combination of the given values, e.g. ``candidate_grid(N=[1e8, 1e9], D=[1e10, 1e11])``."""
+    if not axes:
+        raise BayescaleError("candidate_grid needs at least one axis, e.g. N=[...], D=[...]")
+    names = list(axes)
+    rows = list(itertools.product(*[np.atleast_1d(np.asarray(v, float)) for v in axes.values()]))
+    return pd.DataFrame(rows, columns=names)
+
+
+def _candidates(law, candidates, columns: dict) -> pd.DataFrame:
+    if isinstance(candidates, dict):
+        candidates = candidate_grid(**candidates)
+    if not isinstance(candidates, pd.DataFrame):
+        raise BayescaleError("candidates must be a DataFrame (one row per run you could train) or a dict of value "
+                             "lists (every combination is a candidate)")
+    if len(candidates) == 0:
+        raise BayescaleError("candidates is empty: give at least one run you could train")
+    back = {v: k for k, v in columns.items() if k in law.input_names and v != k}
+    frame = candidates.rename(columns=back).reset_index(drop=True)
+    missing = [n for n in law.input_names if n not in frame.columns]
+    if missing:
+        want = [columns.get(n, n) for n in missing]
+        raise BayescaleError(f"candidates lack column(s) {want} (input(s) {missing} of law {law.name!r}); its columns "
+                             f"are {list(map(str, candidates.columns))}")
+    for inp in law.inputs:
+        v = pd.to_numeric(frame[inp.name], errors="coerce").to_numpy(float)
+        if not np.all(np.isfinite(v)) or (inp.scale == "log" and np.any(v <= 0)):
+            raise BayescaleError(f"candidate column {columns.get(inp.name, inp.name)!r} must hold finite"
+                                 f"{' positive' if inp.scale == 'log' else ''} numbers")
+        frame[inp.name] = v
+    return frame
+
+
+def _costs(law, frame: pd.DataFrame, cost) -> np.ndarray:
+    names = law.input_names
+    if isinstance(cost, str):
+        if cost not in frame.columns:
+            raise BayescaleError(f"cost column {cost!r} is not among the candidates' columns {list(frame.columns)}")
+        c = pd.to_numeric(frame[cost], errors="coerce").to_numpy(float)
+    elif callable(cost):
+        c = np.asarray(cost(*[frame[n].to_numpy(float) for n in names]), float) * np.ones(len(frame))
+    elif cost is None:
+        if "cost" in frame.columns:
+            c = pd.to_numeric(frame["cost"], errors="coerce").to_numpy(float)
+        elif set(names) == {"N", "D"}:
+            c = 6.0 * frame["N"].to_numpy(float) * frame["D"].to_numpy(float)
+        elif len(names) == 1:
+            c = frame[names[0]].to_numpy(float)
+        else:
+            raise BayescaleError(f"no default cost for law {law.name!r} (inputs {list(names)}): give cost= (a column "
+                                 "name or a function of the inputs) or a 'cost' column in the candidates")
+    else:
+        raise BayescaleError("cost must be None (6ND, or x for one-input laws), a column name or a function")
+    if not np.all(np.isfinite(c)) or np.any(c <= 0):
+        raise BayescaleError("candidate costs must be positive finite numbers; check the cost column/function")
+    return c
+
+
+def parse_target(target, law, columns: dict | None = None):
+    """Normalise a target to ``("points", DataFrame)`` or ``("compute_optimal", budget)``.
+
+    Accepted: a dict of input values (one point or several: a curve), a DataFrame of points, a string
+    ``"N=7e10,D=1.4e12"`` (';' separates several values), ``{"compute_optimal": 1e24}`` or
+    ``"compute_optimal=1e24"``.
+    """
+    from bayescale.runs import query_points
+
+    law = get_law(law)
+    if target is None:
+        raise BayescaleError("give a target: the loss at a point ({'N': 7e10, 'D': 1.4e12}), several points (a curve), "
+                             "or {'compute_optimal': budget}")
+    if isinstance(target, str) and target.strip().lower().startswith("compute_optimal"):
+        try:
+            target = {"compute_optimal": float(target.split("=", 1)[1])}
+        except (IndexError, ValueError):
+            raise BayescaleError(f"could not parse target {target!r}; write compute_optimal=1e24") from None
+    if isinstance(target, dict) and "compute_optimal" in target:
+        if set(law.input_names) != {"N", "D"}:
+            raise BayescaleError(f"target compute_optimal needs a law in N and D; {law.name!r} has {list(law.input_names)}")
+        b = float(np.asarray(target["compute_optimal"], float).reshape(-1)[0])
+        if not np.isfinite(b) or b <= 0:
+            raise BayescaleError(f"the compute_optimal budget must be a positive number, got {target['compute_optimal']!r}")
+        return "compute_optimal", b
+    try:
+        return "points", query_points(law, target, columns)
+    except BayescaleError as exc:
+        raise BayescaleError(f"bad target: {exc}") from None
+
+
+def _target_draws(draws: PosteriorDraws, kind: str, spec) -> np.ndarray:
+    """(S, Q) log target per draw."""
+    if kind == "compute_optimal":
+        opt = compute_optimal(draws, [spec], keep_draws=True)
+        return np.log(opt["L_opt_draws"].values)
+    mu = draws.mean(spec)
+    return np.log(np.maximum(mu, 1e-300))
+
+
+# --------------------------------------------------------------------------------------------------
+# Importance-reweighted fantasies
+
+
+def _weighted_var(logw: np.ndarray, T: np.ndarray):
+    """logw (..., S), T (S, Q) centred -> (mean over Q of the weighted variance (...), ESS (...))."""
+    lw = logw - logw.max(axis=-1, keepdims=True)
+    w = np.exp(lw)
+    w /= w.sum(axis=-1, keepdims=True)
+    m1 = w @ T
+    m2 = w @ (T * T)
+    var = np.maximum(m2 - m1 * m1, 0.0).mean(axis=-1)
+    ess = 1.0 / (w * w).sum(axis=-1)
+    return var, ess
+
+
+def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed):
+    rng = np.random.default_rng(seed)
+    S = T.shape[0]
+    T = T - T.mean(axis=0)
+    mu = draws.mean(cand)                                           # (S, C)
+    J, C = n_outcomes, mu.shape[1]
+    var0 = float(T.var(axis=0).mean())
+    logw = np.zeros((J, S))                                         # each simulated world's weights
+    chosen, gains, ess_rows = [], [], []
+    first = None
+    remaining = np.inf if budget is None else float(budget)
+    for step in range(k):
+        # fantasised outcome of every candidate in every world: a draw picked by the world's weights, plus noise
+        w = np.exp(logw - logw.max(axis=1, keepdims=True))
+        w /= w.sum(axis=1, keepdims=True)
+        src = np.array([rng.choice(S, p=w[j]) for j in range(J)])   # (J,)
+        y = draws.sample_draws(src, mu[src], rng)                   # (J, C): draw src[j]'s run at every candidate
+        ll = np.stack([draws.logpdf(y[j][None, :], mu) for j in range(J)])  # (J, S, C)
+        lw_new = logw[:, None, :] + np.moveaxis(ll, 2, 1)           # (J, C, S)
+        var, ess = _weighted_var(lw_new, T)                         # (J, C)
+        cur, _ = _weighted_var(logw, T)                             # (J,)
+        exp_var = var.mean(axis=0)
+        gain = cur.mean() - exp_var
+        if first is None:
+            first = {"var_after": exp_var, "ess_median": np.median(ess, axis=0), "ess_min": ess.min(axis=0)}
+        score = gain / costs
+        ok = np.isfinite(score) & (costs <= remaining)
+        ok[chosen] = False
+        if not ok.any():
+            break
+        best = int(np.flatnonzero(ok)[np.argmax(score[ok])])
+        chosen.append(best)
+        gains.append(float(gain[best]))
+        ess_rows.append(float(np.median(ess[:, best])))
+        remaining -= costs[best]
+        logw = logw + ll[:, :, best]
+    pred_sd = np.log(np.maximum(draws.sample(cand, rng, mu=mu), 1e-300)).std(axis=0)
+    return var0, first, chosen, gains, ess_rows, pred_sd
+
+
+def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcomes, seed):
+    from bayescale import pfn
+
+    x_ctx = runs[x_col].to_numpy(float)
+    y_ctx = runs[y_col].to_numpy(float)
+    J = n_outcomes
+
+    def tvar(xc, yc, s):
+        pred = pfn.predictive(xc, yc, target_x, seed=s)
+        smp = np.asarray(pred.sample(256, seed=s), float)
+        return float(np.log(np.maximum(smp, 1e-300)).var(axis=0).mean())
+
+    var0 = tvar(x_ctx, y_ctx, seed)
+    worlds = [(x_ctx, y_ctx)] * J
+    chosen, gains, ess_rows, first = [], [], [], None
+    remaining = np.inf if budget is None else float(budget)
+    pred_sd = np.log(np.maximum(np.asarray(pfn.predictive(x_ctx, y_ctx, cand_x, seed=seed).sample(256, seed=seed)),
+                                1e-300)).std(axis=0)
+    for step in range(k):
+        cur = np.mean([tvar(xc, yc, seed + j) for j, (xc, yc) in enumerate(worlds)])
+        exp_var = np.full(len(cand_x), np.nan)
+        outs = np.zeros((J, len(cand_x)))
+        for c, xq in enumerate(cand_x):
+            if c in chosen or costs[c] > remaining:
+                continue
+            vs = []
+            for j, (xc, yc) in enumerate(worlds):
+                yq = float(np.asarray(pfn.predictive(xc, yc, np.array([xq]), seed=seed + 97 * j + c)
+                                      .sample(1, seed=seed + 97 * j + c)).reshape(-1)[0])
+                outs[j, c] = yq
+                vs.append(tvar(np.append(xc, xq), np.append(yc, yq), seed + j))
+            exp_var[c] = np.mean(vs)
+        if first is None:
+            first = {"var_after": exp_var, "ess_median": np.full(len(cand_x), np.nan),
+                     "ess_min": np.full(len(cand_x), np.nan)}
+        gain = cur - exp_var
+        score = gain / costs
+        if not np.isfinite(score).any():
+            break
+        best = int(np.nanargmax(score))
+        chosen.append(best)
+        gains.append(float(gain[best]))
+        ess_rows.append(float("nan"))
+        remaining -= costs[best]
+        worlds = [(np.append(xc, cand_x[best]), np.append(yc, outs[j, best])) for j, (xc, yc) in enumerate(worlds)]
+    return var0, first, chosen, gains, ess_rows, pred_sd
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
+              seed: int = 0, n_outcomes: int = 16, max_draws: int | None = 1000, method: str = "nuts", law=None,
+              x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
+    """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
+
+    ``fit_or_runs``: a :class:`~bayescale.Fit`, :class:`~bayescale.ModelAverage`, or a run table (then ``law=``
+    and ``x=``/``inputs=`` are needed and it is fitted with ``fit_kwargs``; with ``method="pfn"`` the table's
+    one-input curve is the PFN's context). ``candidates``: a DataFrame with the law's input columns (the fitted
+    column names or the law's input names) and optionally a ``cost`` column, or a dict of value lists (every
+    combination). ``cost``: None (the ``cost`` column, else 6ND for laws in N and D, x for one-input laws), a
+    column name, or a function of the inputs. ``budget``: the most the batch may cost in total.
+    ``target``: see :func:`parse_target`.
+
+    Returns one row per candidate, best first: the inputs, ``cost``, ``target_sd`` (now, log scale),
+    ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``, ``score``
+    (variance reduction per unit cost), ``ess_median``/``ess_min`` (importance weights), ``candidate_sd`` (predictive
+    sd of the log outcome there: "most uncertain point"), ``chosen`` and ``batch`` (1..k, greedy order).
+    """
+    from bayescale.compare import ModelAverage
+    from bayescale.fit import Fit
+    from bayescale.runs import read_runs
+
+    if method not in ("nuts", "pfn"):
+        raise BayescaleError(f"method must be 'nuts' or 'pfn', got {method!r}")
+    if int(k) < 1:
+        raise BayescaleError(f"k (runs to choose) must be >= 1, got {k}")
+    if n_outcomes < 2:
+        raise BayescaleError("n_outcomes must be >= 2 (simulated outcomes per candidate)")
+    if budget is not None and not (np.isfinite(budget) and budget > 0):
+        raise BayescaleError(f"budget must be a positive number (the most the batch may cost), got {budget!r}")
+
+    if method == "pfn":
+        from bayescale import pfn  # noqa: F401  (raises ImportError when the module is absent)
+
+        if not getattr(__import__("bayescale.pfn", fromlist=["available"]), "available")():
+            raise BayescaleError("method='pfn' needs the PFN extrapolator's weights (bayescale.pfn.available() is False)")
+        if isinstance(fit_or_runs, (Fit, ModelAverage, PosteriorDraws)):
+            raise BayescaleError("method='pfn' takes a run table (one input x and y), not a fit")
+        runs = read_runs(fit_or_runs)
+        xcol = x if isinstance(x, str) else (inputs or {}).get("x")
+        if xcol is None or xcol not in runs or y not in runs:
+            raise BayescaleError(f"method='pfn' needs x='<column>' and y='<column>' naming columns of the run table "
+                                 f"(columns: {list(runs.columns)})")
+        lawobj = get_law("M2")  # one input named x: only used to read candidates and targets
+        columns = {"x": xcol, "y": y}
+        cand = _candidates(lawobj, candidates, columns)
+        costs = _costs(lawobj, cand, cost)
+        kind, spec = parse_target(target, lawobj, columns)
+        if kind != "points":
+            raise BayescaleError("method='pfn' supports point/curve targets only")
+        var0, first, chosen, gains, ess_rows, pred_sd = _score_pfn(
+            runs, xcol, y, cand["x"].to_numpy(float), spec["x"].to_numpy(float), costs, int(k), budget,
+            max(4, n_outcomes // 2), seed)
+        n_draws = 256
+    else:
+        if isinstance(fit_or_runs, (Fit, ModelAverage, PosteriorDraws)):
+            model = fit_or_runs
+        else:
+            if law is None:
+                raise BayescaleError("a run table needs law= (and x=/inputs=) to be fitted before choosing runs")
+            from bayescale.fit import fit as _fit
+
+            model = _fit(fit_or_runs, law, x=x, inputs=inputs, y=y, seed=seed, **(fit_kwargs or {}))
+        draws = posterior_draws(model, max_draws=max_draws, seed=seed)
+        lawobj = draws.components[0].law
+        columns = getattr(model, "columns", None) or (next(iter(model.fits.values())).columns
+                                                     if isinstance(model, ModelAverage) else {})
+        cand = _candidates(lawobj, candidates, columns)
+        costs = _costs(lawobj, cand, cost)
+        kind, spec = parse_target(target, lawobj, columns)
+        T = _target_draws(draws, kind, spec)
+        var0, first, chosen, gains, ess_rows, pred_sd = _score_nuts(draws, cand, T, costs, int(k), budget,
+                                                                    int(n_outcomes), seed)
+        n_draws = draws.size
+
+    out = cand.rename(columns={k_: v for k_, v in columns.items() if k_ in lawobj.input_names}).copy()
+    out["cost"] = costs
+    out["target_sd"] = np.sqrt(var0)
+    out["expected_sd_after"] = np.sqrt(np.maximum(first["var_after"], 0))
+    out["expected_var_reduction"] = var0 - first["var_after"]
+    out["reduction_frac"] = out["expected_var_reduction"] / var0 if var0 > 0 else 0.0
+    out["score"] = out["expected_var_reduction"] / out["cost"]
+    out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
+    out["candidate_sd"] = pred_sd
+    out["chosen"] = False
+    out["batch"] = 0
+    out["batch_gain"] = np.nan
+    for i, (c, g) in enumerate(zip(chosen, gains), start=1):
+        out.loc[c, ["chosen", "batch", "batch_gain"]] = [True, i, g]
+    order = np.lexsort((-out["score"].to_numpy(float), np.where(out["chosen"], out["batch"], np.iinfo(int).max)))
+    out = out.iloc[order].reset_index(drop=True)
+    out.attrs.update(target=kind if kind == "compute_optimal" else f"{len(spec)} point(s)", target_spec=(
+        spec if kind == "compute_optimal" else spec.to_dict(orient="list")), var_before=float(var0), method=method,
+        n_draws=int(n_draws), n_outcomes=int(n_outcomes), seed=seed, budget=budget,
+        batch_cost=float(costs[chosen].sum()) if chosen else 0.0)
+    low = [e for e in ess_rows if np.isfinite(e) and e < ESS_WARN]
+    if method == "nuts" and low:
+        msg = (f"importance weights of the chosen run(s) are degenerate (median ESS {min(low):.1f} < {ESS_WARN:g} of "
+               f"{n_draws} draws): the expected variance after is noisy; raise max_draws or refit after adding a run")
+        out.attrs["warning"] = msg
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    return out
