@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 from bayescale import _config  # noqa: F401  (float64, compilation cache; before any JAX work)
 from bayescale import datasets
+from bayescale import pfn  # noqa: F401  (amortized PFN extrapolator; Equinox loads on first use)
 from bayescale.bands import Bands
 from bayescale.compare import ModelAverage, compare, model_average
 from bayescale.errors import BayescaleError, FitFileError, RunTableError, UnknownLawError

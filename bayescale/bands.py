@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["Bands", "make_bands"]
+__all__ = ["Bands", "make_bands", "make_bands_from_quantiles"]
 
 
 class Bands:
@@ -109,6 +109,39 @@ def make_bands(frame: pd.DataFrame, mu: np.ndarray, obs: np.ndarray, levels, *, 
     ds["beyond"] = ("point", beyond)
     ds["extrapolation"] = ("point", beyond > 0)
     ds.attrs.update(law=law, method=method, y=y, inputs=",".join(frame.columns), n_draws=int(mu.shape[0]))
+    if columns:
+        ds.attrs["columns"] = ",".join(f"{k}={v}" for k, v in columns.items())
+    return Bands(ds)
+
+
+def make_bands_from_quantiles(frame: pd.DataFrame, median, mean, lower, upper, levels, *, beyond=None, law: str = "",
+                              method: str = "", y: str = "y", columns: dict | None = None,
+                              curve_note: str = "") -> Bands:
+    """:class:`Bands` from a predictive given as quantiles (e.g. the PFN) rather than draws.
+
+    ``median``, ``mean`` (points,) and ``lower``, ``upper`` (levels, points) are those of a new observed run, in
+    the order of ``levels``. A quantile-only predictive has no separate mean-curve distribution, so ``curve_*``
+    repeat ``run_*``; ``curve_note`` (stored in the attrs) should say so.
+    """
+    levels = [float(lv) for lv in levels]
+    if any(not 0 < lv < 1 for lv in levels):
+        raise ValueError(f"levels must lie strictly between 0 and 1, got {levels}")
+    order = np.argsort(levels)
+    lower, upper = np.asarray(lower, float)[order], np.asarray(upper, float)[order]
+    coords = {"point": np.arange(len(frame)), "level": sorted(levels),
+              **{k: ("point", frame[k].to_numpy()) for k in frame.columns}}
+    ds = xr.Dataset(coords=coords)
+    for kind in ("curve", "run"):
+        ds[f"{kind}_median"] = ("point", np.asarray(median, float))
+        ds[f"{kind}_mean"] = ("point", np.asarray(mean, float))
+        ds[f"{kind}_lower"] = (("level", "point"), lower)
+        ds[f"{kind}_upper"] = (("level", "point"), upper)
+    beyond = np.zeros(len(frame)) if beyond is None else np.asarray(beyond, float)
+    ds["beyond"] = ("point", beyond)
+    ds["extrapolation"] = ("point", beyond > 0)
+    ds.attrs.update(law=law, method=method, y=y, inputs=",".join(frame.columns), n_draws=0)
+    if curve_note:
+        ds.attrs["curve_note"] = curve_note
     if columns:
         ds.attrs["columns"] = ",".join(f"{k}={v}" for k, v in columns.items())
     return Bands(ds)

@@ -1,0 +1,34 @@
+"""Amortized extrapolation: a prior-data fitted network (PFN) trained on synthetic scaling-law curves.
+
+- :mod:`~bayescale.pfn.prior`: the training prior (the law registry's families and priors, broken power laws with
+  1-3 breaks, saturating and non-monotone curves, random noise), a pure seeded batched sampler;
+- :mod:`~bayescale.pfn.network`: the Equinox transformer and its full-support bar output distribution;
+- :mod:`~bayescale.pfn.train`: training with optax (``bayescale pfn train --config small|base``; ``bayescale.pfn.train.train``);
+- :mod:`~bayescale.pfn.infer`: loading the bundled weights (sha256-checked) and predicting.
+
+API: :func:`available`, :func:`predictive` (one curve -> a :class:`~bayescale.pfn.infer.Predictive` with
+``quantile``, ``logpdf``, ``cdf``, ``sample``, ``median``), :func:`predictive_many` (many curves, batched) and
+:func:`predict` (a run table -> :class:`bayescale.Bands`, as NUTS fits give). One input x only.
+
+Submodules load on first use, so ``import bayescale`` does not pay for Equinox.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["PFNWeightsError", "Predictive", "available", "load", "predict", "predictive", "predictive_many",
+           "sample_prior"]
+
+_WHERE = {"PFNWeightsError": "infer", "Predictive": "infer", "available": "infer", "load": "infer",
+          "predict": "infer", "predictive": "infer", "predictive_many": "infer", "sample_prior": "prior"}
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"bayescale.pfn.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'bayescale.pfn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_WHERE))

@@ -1,0 +1,363 @@
+"""Prediction with the bundled PFN weights: predictive distributions in original y units, and Bands.
+
+The network sees ``u`` (ln x, min-max scaled on the context) and ``z`` (ln y standardised on the context); its
+output is a full-support bar distribution over ``z`` at each query. Here it is mapped back to y:
+``y = exp(m + s z)``, so ``logpdf_y(y) = logpdf_z(z) - ln s - ln y`` and ``cdf_y(y) = cdf_z(z)``. The network runs
+in float32; the bar distribution (probabilities, CDF, quantiles, Jacobian) is evaluated in float64.
+
+Nothing is downloaded: weights are read from ``bayescale/pfn/weights/`` (or a path given), and their sha256 is
+checked against the JSON beside them before use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import erf, erfc, erfcinv, erfinv
+
+from bayescale.errors import BayescaleError, RunTableError
+from bayescale.pfn.network import PFN, PFNConfig
+from bayescale.pfn.prior import MIN_CONTEXT, normalize
+
+__all__ = ["PFNWeightsError", "Predictive", "available", "load", "predict", "predictive", "predictive_many",
+           "weights_path"]
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+DEFAULT_WEIGHTS = "pfn_small"
+RETRAIN = "bayescale pfn train --config small --out bayescale/pfn/weights"
+QUERY_CHUNK = 64  # queries per forward pass (the context is repeated for each chunk)
+CURVE_CHUNK = 64  # rows per compiled call
+DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
+CURVE_NOTE = ("the PFN predicts observed runs (noise included) and has no separate mean-curve distribution: "
+              "curve_* repeat run_*")
+
+
+class PFNWeightsError(BayescaleError, OSError):
+    """The PFN weights are missing, corrupt, or do not match their config."""
+
+
+def weights_path(name_or_path=None) -> Path:
+    """The ``.npz`` of the weights: bundled ``pfn_small`` by default, or a name in the weights folder, or a path."""
+    if name_or_path is None:
+        return WEIGHTS_DIR / f"{DEFAULT_WEIGHTS}.npz"
+    p = Path(name_or_path)
+    if p.suffix == ".json":
+        p = p.with_suffix(".npz")
+    if p.suffix != ".npz" and not p.exists():
+        p = WEIGHTS_DIR / f"{p.name}.npz"
+    return p
+
+
+class _Loaded:
+    def __init__(self, model, cfg: PFNConfig, borders: np.ndarray, info: dict, path: Path):
+        self.model, self.cfg, self.borders, self.info, self.path = model, cfg, borders, info, path
+        self.forward = eqx.filter_jit(lambda m, u, z, c: jax.vmap(m)(u, z, c))
+
+
+def load(path=None) -> _Loaded:
+    """Load and verify PFN weights (sha256, config, array shapes); raises :class:`PFNWeightsError`."""
+    p = weights_path(path)
+    key = (str(p), p.stat().st_mtime_ns if p.exists() else 0,
+           p.with_suffix(".json").stat().st_mtime_ns if p.with_suffix(".json").exists() else 0)
+    return _load(*key)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, _m1, _m2) -> _Loaded:
+    from bayescale.pfn.train import FORMAT, _load_arrays, sha256
+
+    p, meta_p = Path(path), Path(path).with_suffix(".json")
+    fix = f"Reinstall bayescale, or retrain the weights: `{RETRAIN}`."
+    if not p.exists() or not meta_p.exists():
+        missing = [str(q) for q in (p, meta_p) if not q.exists()]
+        raise PFNWeightsError(f"PFN weights not found: {', '.join(missing)} missing. {fix}")
+    try:
+        info = json.loads(meta_p.read_text())
+        cfg = PFNConfig.from_dict(info["config"])
+        expected = info["sha256"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PFNWeightsError(f"PFN weights metadata {meta_p} is unreadable or incomplete ({exc}). {fix}") from None
+    if info.get("format") != FORMAT:
+        raise PFNWeightsError(f"PFN weights {meta_p} have format {info.get('format')!r}, this bayescale reads {FORMAT!r}. {fix}")
+    got = sha256(p)
+    if got != expected:
+        raise PFNWeightsError(f"PFN weights {p} are corrupt: sha256 {got[:16]}... does not match {expected[:16]}... "
+                              f"recorded in {meta_p.name}. {fix}")
+    try:
+        with np.load(p, allow_pickle=False) as f:
+            borders = np.asarray(f["borders"], np.float64)
+            n = len([k for k in f.files if k.startswith("p")])
+            arrays = [f[f"p{i:03d}"] for i in range(n)]
+        model = _load_arrays(PFN(cfg, jax.random.PRNGKey(0)), arrays)
+    except (ValueError, KeyError, OSError) as exc:
+        raise PFNWeightsError(f"PFN weights {p} do not match their config {meta_p.name}: {exc}. {fix}") from None
+    if borders.shape != (cfg.n_bins + 1,) or not np.all(np.diff(borders) > 0):
+        raise PFNWeightsError(f"PFN weights {p}: bin borders are malformed. {fix}")
+    return _Loaded(model, cfg, borders, info, p)
+
+
+def available(path=None) -> bool:
+    """Whether the (bundled) PFN weights are present and valid."""
+    try:
+        load(path)
+        return True
+    except PFNWeightsError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------------------
+# The predictive distribution
+
+
+class Predictive:
+    """Predictive distribution of an observed y at ``m`` query points (one curve), in original y units.
+
+    A full-support bar distribution over ``z = (ln y - loc) / scale`` per query. ``quantile(q)``: scalar q ->
+    (m,), array -> (len(q), m); ``logpdf(y)``, ``cdf(y)``: (m,) for y of shape (m,) (or broadcastable);
+    ``sample(n, seed)`` -> (n, m); ``median()``, ``mean()`` -> (m,).
+    """
+
+    def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None):
+        self.probs = np.asarray(probs, np.float64)  # (m, K)
+        self.borders = np.asarray(borders, np.float64)  # (K + 1,)
+        self.loc, self.scale = float(loc), float(scale)
+        self.x_query = None if x_query is None else np.asarray(x_query, float)
+        self.seed = seed
+        self.beyond = beyond
+        self._cum = np.concatenate([np.zeros((len(self.probs), 1)), np.cumsum(self.probs, axis=1)], axis=1)
+        self._cum[:, -1] = 1.0
+
+    def __len__(self) -> int:
+        return len(self.probs)
+
+    # -- in z (normalised ln y) ---------------------------------------------------------------------------
+    def _z_logpdf(self, z):
+        b, p = self.borders, self.probs
+        k = len(b) - 1
+        w = np.diff(b)
+        z = np.broadcast_to(np.asarray(z, float), (len(p),))
+        idx = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1)
+        with np.errstate(divide="ignore"):
+            logp = np.log(p)
+        inner = logp[np.arange(len(p)), idx] - np.log(w[idx])
+        half = 0.5 * math.log(2.0 / math.pi)
+        left = logp[:, 0] + half - np.log(w[0]) - 0.5 * (np.maximum(b[1] - z, 0) / w[0]) ** 2
+        right = logp[:, -1] + half - np.log(w[-1]) - 0.5 * (np.maximum(z - b[-2], 0) / w[-1]) ** 2
+        return np.where(z < b[1], left, np.where(z >= b[-2], right, inner))
+
+    def _z_cdf(self, z):
+        b, p, cum = self.borders, self.probs, self._cum
+        k = len(b) - 1
+        w = np.diff(b)
+        z = np.broadcast_to(np.asarray(z, float), (len(p),))
+        rows = np.arange(len(p))
+        idx = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1)
+        inner = cum[rows, idx] + p[rows, idx] * np.clip((z - b[idx]) / w[idx], 0, 1)
+        left = p[:, 0] * erfc(np.maximum(b[1] - z, 0) / w[0] / math.sqrt(2))
+        right = cum[:, k - 1] + p[:, -1] * erf(np.maximum(z - b[-2], 0) / w[-1] / math.sqrt(2))
+        return np.where(z < b[1], left, np.where(z >= b[-2], right, inner))
+
+    def _z_quantile(self, q):
+        """q (n,) in (0, 1) -> z (n, m)."""
+        b, p, cum = self.borders, self.probs, self._cum
+        k = len(b) - 1
+        w = np.diff(b)
+        q = np.asarray(q, float)[:, None]  # (n, 1)
+        # bin of each quantile: number of cumulative borders <= q (per row)
+        idx = np.clip((cum[None, :, 1:k] <= q[:, :, None]).sum(-1), 0, k - 1)  # (n, m)
+        rows = np.arange(len(p))[None, :]
+        pk = np.maximum(p[rows, idx], 1e-300)
+        inner = b[idx] + w[idx] * np.clip((q - cum[rows, idx]) / pk, 0, 1)
+        p0, pl = np.maximum(p[:, 0], 1e-300)[None], np.maximum(p[:, -1], 1e-300)[None]
+        left = b[1] - w[0] * math.sqrt(2) * erfcinv(np.clip(q / p0, 1e-300, 1.0))
+        c_last = cum[:, k - 1][None]
+        right = b[-2] + w[-1] * math.sqrt(2) * erfinv(np.clip((q - c_last) / pl, 0.0, 1 - 1e-16))
+        return np.where(idx == 0, left, np.where(idx == k - 1, right, inner))
+
+    # -- in y -------------------------------------------------------------------------------------------------
+    def _to_z(self, y):
+        y = np.asarray(y, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (np.log(np.where(y > 0, y, np.nan)) - self.loc) / self.scale
+
+    def logpdf(self, y) -> np.ndarray:
+        """Log density of observed y (original units, Jacobian of y -> z included); -inf for y <= 0."""
+        y = np.broadcast_to(np.asarray(y, float), (len(self),))
+        z = self._to_z(y)
+        out = self._z_logpdf(np.nan_to_num(z)) - math.log(self.scale) - np.log(np.where(y > 0, y, 1.0))
+        return np.where(y > 0, out, -np.inf)
+
+    def cdf(self, y) -> np.ndarray:
+        y = np.broadcast_to(np.asarray(y, float), (len(self),))
+        z = self._to_z(y)
+        return np.where(y > 0, self._z_cdf(np.nan_to_num(z)), 0.0)
+
+    def quantile(self, q) -> np.ndarray:
+        qa = np.asarray(q, float)
+        if np.any(~np.isfinite(qa)) or np.any((qa <= 0) | (qa >= 1)):
+            raise ValueError(f"quantile levels must lie strictly between 0 and 1, got {q}")
+        out = np.exp(self.loc + self.scale * self._z_quantile(np.atleast_1d(qa)))
+        return out[0] if qa.ndim == 0 else out
+
+    def median(self) -> np.ndarray:
+        return self.quantile(0.5)
+
+    def mean(self, n_grid: int = 2000) -> np.ndarray:
+        """Mean of y (midpoint rule over quantiles; the far tails beyond 1/n_grid are left out)."""
+        q = (np.arange(n_grid) + 0.5) / n_grid
+        return self.quantile(q).mean(axis=0)
+
+    def sample(self, n: int, seed: int | None = None) -> np.ndarray:
+        rng = np.random.default_rng(self.seed if seed is None else seed)
+        u = rng.uniform(1e-12, 1 - 1e-12, size=int(n))
+        return np.exp(self.loc + self.scale * self._z_quantile(u))
+
+
+# ------------------------------------------------------------------------------------------------------
+# Running the network
+
+
+def _check_curve(i, x_ctx, y_ctx, x_query):
+    where = "" if i is None else f" (curve {i})"
+    x_ctx, y_ctx, x_query = (np.atleast_1d(np.asarray(a, dtype=float)) for a in (x_ctx, y_ctx, x_query))
+    if x_ctx.ndim != 1 or y_ctx.shape != x_ctx.shape:
+        raise RunTableError(f"x_ctx and y_ctx must be 1-d and of equal length{where}; got {x_ctx.shape}, {y_ctx.shape}")
+    for name, a in (("x_ctx", x_ctx), ("y_ctx", y_ctx), ("x_query", x_query)):
+        if not np.all(np.isfinite(a)):
+            raise RunTableError(f"{name}{where} has NaN or infinite values; drop or fix them")
+        if np.any(a <= 0):
+            raise RunTableError(f"{name}{where} must be > 0 (the PFN works on ln x and ln y); got {a[a <= 0][0]:g}. "
+                                "Remove non-positive values (for a metric that can be 0, predict the error 1 - acc or add an offset)")
+    if len(np.unique(x_ctx)) < MIN_CONTEXT:
+        raise RunTableError(f"the PFN needs at least {MIN_CONTEXT} distinct context x values{where}; got "
+                            f"{len(np.unique(x_ctx))}. Add runs.")
+    if x_query.size == 0:
+        raise RunTableError(f"no query points{where}")
+    return x_ctx, y_ctx, x_query.ravel()
+
+
+def predictive_many(curves, seed: int = 0, weights=None) -> list[Predictive]:
+    """One :class:`Predictive` per ``(x_ctx, y_ctx, x_query)`` in ``curves``, all in a few batched calls."""
+    L = load(weights)
+    curves = [_check_curve(i if len(curves) > 1 else None, *c) for i, c in enumerate(curves)]
+    if not curves:
+        return []
+    n_ctx_max = max(len(c[0]) for c in curves)
+    n_tok = n_ctx_max + QUERY_CHUNK
+    n_tok = int(math.ceil(n_tok / 16) * 16)
+    rows_t, rows_y, rows_c, index = [], [], [], []
+    for ci, (xc, yc, xq) in enumerate(curves):
+        for start in range(0, len(xq), QUERY_CHUNK):
+            chunk = xq[start:start + QUERY_CHUNK]
+            t = np.zeros(n_tok)
+            y = np.ones(n_tok)
+            c = np.zeros(n_tok, bool)
+            t[:len(xc)], y[:len(xc)], c[:len(xc)] = np.log(xc), yc, True
+            t[len(xc):len(xc) + len(chunk)] = np.log(chunk)
+            # padding tokens repeat the first query (masked out of attention keys, ignored on output)
+            t[len(xc) + len(chunk):] = np.log(chunk[0])
+            rows_t.append(t), rows_y.append(y), rows_c.append(c)
+            index.append((ci, len(xc), len(chunk)))
+    T, Y, C = np.stack(rows_t), np.stack(rows_y), np.stack(rows_c)
+    u, z, (t0, tspan, m, s) = normalize(T, Y, C, xp=np)
+    probs = np.empty((len(T), n_tok, L.cfg.n_bins))
+    n_rows = int(math.ceil(len(T) / CURVE_CHUNK) * CURVE_CHUNK) if len(T) > CURVE_CHUNK else len(T)
+    pad = n_rows - len(T)
+    if pad:  # a fixed row count so the compiled program is reused
+        u, z, C2 = (np.concatenate([a, np.repeat(a[:1], pad, 0)]) for a in (u, z, C))
+    else:
+        C2 = C
+    for start in range(0, len(T), CURVE_CHUNK):
+        sl = slice(start, start + CURVE_CHUNK)
+        logits = L.forward(L.model, jnp.asarray(u[sl], jnp.float32), jnp.asarray(z[sl], jnp.float32),
+                           jnp.asarray(C2[sl]))
+        lg = np.asarray(logits, np.float64)
+        lg = lg - lg.max(-1, keepdims=True)
+        pr = np.exp(lg)
+        pr /= pr.sum(-1, keepdims=True)
+        stop = min(start + CURVE_CHUNK, len(T))
+        probs[start:stop] = pr[:stop - start]
+    out_probs = [[] for _ in curves]
+    stats = [None] * len(curves)
+    for r, (ci, nc, nq) in enumerate(index):
+        out_probs[ci].append(probs[r, nc:nc + nq])
+        stats[ci] = (float(m[r, 0]), float(s[r, 0]))
+    return [Predictive(np.concatenate(out_probs[i]), L.borders, stats[i][0], stats[i][1], x_query=curves[i][2],
+                       seed=seed) for i in range(len(curves))]
+
+
+def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None) -> Predictive:
+    """Predictive distribution of observed y at ``x_query`` given context runs ``(x_ctx, y_ctx)``."""
+    return predictive_many([(x_ctx, y_ctx, x_query)], seed=seed, weights=weights)[0]
+
+
+# ------------------------------------------------------------------------------------------------------
+# Runs in, Bands out
+
+
+def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, group: str | None = None,
+            seed: int = 0, weights=None):
+    """PFN posterior predictive bands for new runs at ``at``, from the runs in ``runs`` (one input x).
+
+    Same :class:`bayescale.Bands` as a NUTS fit (``method="pfn"``): ``run_*`` are the predictive of an observed
+    run; ``curve_*`` repeat them (see the ``curve_note`` attribute); ``extrapolation``/``beyond`` measure the
+    distance outside the runs' x range in decades. With ``group=``, a dict group -> Bands (one batched call).
+    """
+    import pandas as pd
+
+    from bayescale.bands import make_bands_from_quantiles
+    from bayescale.laws import get_law
+    from bayescale.runs import distance_beyond, prepare_runs, query_points, read_runs, scales_for
+
+    if at is None:
+        raise RunTableError("pass at= (the x values to predict), e.g. at=[1e9, 1e10] or at='x=1e9;1e10'")
+    levels = tuple(float(v) for v in levels)
+    if any(not 0 < lv < 1 for lv in levels):
+        raise ValueError(f"levels must lie strictly between 0 and 1, got {levels}")
+    df = read_runs(runs)
+    if not isinstance(x, str):
+        raise RunTableError("the PFN supports one input x (a column name); two-input laws (N and D) are not supported")
+    # M1 is the registry's one-input log-scale law: its checks (columns, NaN, x > 0, y > 0) are the PFN's
+    law = get_law("M1")
+    for col in (x, y):
+        if col not in df.columns:
+            raise RunTableError(f"column {col!r} is not in the run table; its columns are {list(map(str, df.columns))}")
+    if group is not None and group not in df.columns:
+        raise RunTableError(f"group column {group!r} is not in the run table; its columns are {list(map(str, df.columns))}")
+    keys = [group] if group is not None else []
+    for g, sub in (df.groupby(keys, sort=False) if keys else [(None, df)]):
+        n = pd.to_numeric(sub[x], errors="coerce").nunique()
+        if n < MIN_CONTEXT:
+            where = f" in group {g[0]!r}" if keys else ""
+            raise RunTableError(f"the PFN needs at least {MIN_CONTEXT} distinct x values per curve; got {n}{where}. Add runs.")
+    rd = prepare_runs(df, law, y=y, x=x, group=group)
+    frame_q = query_points(law, at, rd.columns)
+    groups = rd.groups
+    curves, scales = [], []
+    for g in groups:
+        cur = rd.curve(g)
+        curves.append((cur["x"].to_numpy(), cur["y"].to_numpy(), frame_q["x"].to_numpy()))
+        scales.append(scales_for(law, cur))
+    preds = predictive_many(curves, seed=seed, weights=weights)
+    qs = [(1 - lv) / 2 for lv in levels] + [(1 + lv) / 2 for lv in levels]
+    info = load(weights).info
+    out = {}
+    for g, pr, sc in zip(groups, preds, scales):
+        qv = pr.quantile(np.array(qs))
+        k = len(levels)
+        frame = frame_q.copy()
+        bands = make_bands_from_quantiles(frame, pr.median(), pr.mean(), qv[:k], qv[k:], levels,
+                                          beyond=distance_beyond(law, frame, sc), law="pfn", method="pfn", y=y,
+                                          columns=rd.columns, curve_note=CURVE_NOTE)
+        bands.data.attrs["pfn_weights"] = f"{info.get('config_name', '?')} step {info.get('step', '?')} sha256 {info['sha256'][:12]}"
+        if g is not None:
+            bands.data.attrs["group"] = str(g)
+        out[g] = bands
+    return out if group is not None else out[None]

@@ -1,0 +1,141 @@
+"""The PFN: an Equinox transformer encoder over context and query tokens, with a Riemann ("bar") output.
+
+Tokens. A context point is embedded from ``(u, z)`` (normalised ln x and ln y, see :func:`prior.normalize`), a
+query point from ``u`` alone (plus a learned "query" offset). Every token attends to the context tokens only
+(keys/values are masked to the context), so queries never see each other and a query's prediction does not depend
+on which other points are asked about at the same time.
+
+Output. Each token's head gives logits over ``n_bins`` bins whose borders are quantiles of normalised targets drawn
+from the prior (computed once before training and stored with the weights). The first and last bins are replaced
+by half-normal tails (scale = that bin's width), so the density has full support on the real line
+("full-support bar distribution", Müller et al. 2022).
+
+The network computes in float32 (training speed); the bar distribution is evaluated in float64 at prediction
+time (:mod:`bayescale.pfn.infer`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+__all__ = ["CONFIGS", "PFN", "PFNConfig", "bar_logpdf"]
+
+F32 = jnp.float32
+
+
+@dataclass(frozen=True)
+class PFNConfig:
+    """Sizes of the network and of the training run."""
+
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 256
+    n_bins: int = 256
+    n_points: int = 48  # positions per training curve (context + targets)
+    batch: int = 32
+    lr: float = 1e-3
+    warmup: int = 500
+    steps: int = 30000
+    weight_decay: float = 1e-2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PFNConfig":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+CONFIGS = {
+    "tiny": PFNConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64, n_bins=64, n_points=24, batch=8, lr=3e-3,
+                      warmup=5, steps=60),
+    "small": PFNConfig(),
+    # sized for a GPU: ~10M parameters, long curves, big batches
+    "base": PFNConfig(d_model=384, n_layers=8, n_heads=8, d_ff=1536, n_bins=1000, n_points=64, batch=512, lr=3e-4,
+                      warmup=2000, steps=200000),
+}
+
+
+class _Block(eqx.Module):
+    ln1: eqx.nn.LayerNorm
+    attn: eqx.nn.MultiheadAttention
+    ln2: eqx.nn.LayerNorm
+    ff1: eqx.nn.Linear
+    ff2: eqx.nn.Linear
+
+    def __init__(self, cfg: PFNConfig, key):
+        k1, k2, k3 = jax.random.split(key, 3)
+        self.ln1 = eqx.nn.LayerNorm(cfg.d_model, dtype=F32)
+        self.attn = eqx.nn.MultiheadAttention(cfg.n_heads, cfg.d_model, key=k1, dtype=F32)
+        self.ln2 = eqx.nn.LayerNorm(cfg.d_model, dtype=F32)
+        self.ff1 = eqx.nn.Linear(cfg.d_model, cfg.d_ff, key=k2, dtype=F32)
+        self.ff2 = eqx.nn.Linear(cfg.d_ff, cfg.d_model, key=k3, dtype=F32)
+
+    def __call__(self, h, mask):
+        a = jax.vmap(self.ln1)(h)
+        h = h + self.attn(a, a, a, mask=mask)
+        b = jax.vmap(self.ln2)(h)
+        return h + jax.vmap(self.ff2)(jax.nn.gelu(jax.vmap(self.ff1)(b)))
+
+
+class PFN(eqx.Module):
+    """``model(u, z, ctx)`` -> logits (L, n_bins) for one curve of L tokens (vmap for batches)."""
+
+    ctx_in: eqx.nn.Linear
+    qry_in: eqx.nn.Linear
+    emb_out: eqx.nn.Linear
+    blocks: list
+    ln_out: eqx.nn.LayerNorm
+    head: eqx.nn.Linear
+
+    def __init__(self, cfg: PFNConfig, key):
+        ks = jax.random.split(key, cfg.n_layers + 4)
+        d = cfg.d_model
+        self.ctx_in = eqx.nn.Linear(2, d, key=ks[0], dtype=F32)
+        self.qry_in = eqx.nn.Linear(1, d, key=ks[1], dtype=F32)
+        self.emb_out = eqx.nn.Linear(d, d, key=ks[2], dtype=F32)
+        self.blocks = [_Block(cfg, k) for k in ks[4:]]
+        self.ln_out = eqx.nn.LayerNorm(d, dtype=F32)
+        self.head = eqx.nn.Linear(d, cfg.n_bins, key=ks[3], dtype=F32)
+
+    def __call__(self, u, z, ctx):
+        u, z = u.astype(F32), jnp.where(ctx, z, 0.0).astype(F32)
+        hc = jax.vmap(self.ctx_in)(jnp.stack([u, z], -1))
+        hq = jax.vmap(self.qry_in)(u[:, None])
+        h = jax.vmap(self.emb_out)(jax.nn.gelu(jnp.where(ctx[:, None], hc, hq)))
+        mask = jnp.broadcast_to(ctx[None, :], (u.shape[0], u.shape[0]))
+        for blk in self.blocks:
+            h = blk(h, mask)
+        return jax.vmap(self.head)(jax.vmap(self.ln_out)(h))
+
+
+def n_params(model) -> int:
+    return int(sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))))
+
+
+def bar_logpdf(logits, borders, z):
+    """Log density of ``z`` under the full-support bar distribution (any float dtype; JAX).
+
+    ``logits`` (..., K), ``borders`` (K + 1,), ``z`` (...). Inner bins are uniform; bin 0 is a half-normal tail
+    below ``borders[1]`` and bin K-1 one above ``borders[K-1]``, each with scale equal to the bin's width.
+    """
+    k = borders.shape[0] - 1
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    widths = borders[1:] - borders[:-1]
+    idx = jnp.clip(jnp.searchsorted(borders, z, side="right") - 1, 0, k - 1)
+    lp = jnp.take_along_axis(logp, idx[..., None], axis=-1)[..., 0]
+    inner = lp - jnp.log(widths[idx])
+    half = 0.5 * math.log(2.0 / math.pi)
+    s_lo, s_hi = widths[0], widths[-1]
+    d_lo = jnp.maximum(borders[1] - z, 0.0) / s_lo
+    d_hi = jnp.maximum(z - borders[-2], 0.0) / s_hi
+    left = logp[..., 0] + half - jnp.log(s_lo) - 0.5 * d_lo**2
+    right = logp[..., -1] + half - jnp.log(s_hi) - 0.5 * d_hi**2
+    return jnp.where(z < borders[1], left, jnp.where(z >= borders[-2], right, inner))

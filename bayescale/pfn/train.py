@@ -1,0 +1,245 @@
+"""Train the PFN on curves drawn on the fly from the prior (:mod:`bayescale.pfn.prior`).
+
+``bayescale pfn train --config small|base [--steps N] [--max-minutes M] [--out DIR] [--resume] [--seed S]``
+
+Each step draws a fresh batch of prior curves (float64), normalises them on their context points, and takes an
+AdamW step (optax: global-norm clipping at 1, linear warm-up then cosine decay) on the mean negative log density
+of the target points under the bar distribution. The network itself runs in float32. Every ``val_every`` steps
+the NLL on held-out prior draws (seeds disjoint from training) is measured; the best weights so far are written to
+``DIR/pfn_<config>.npz`` + ``.json`` (config, bin borders' source, step, validation NLL, training time and
+hardware, sha256 of the ``.npz``), and a resumable checkpoint (weights, optimizer state, step) to
+``DIR/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at ``--steps`` or
+after ``--max-minutes`` of wall clock, whichever comes first (the learning-rate schedule is set by ``--steps``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from bayescale.pfn.network import CONFIGS, PFN, PFNConfig, bar_logpdf, n_params
+from bayescale.pfn.prior import FAMILIES, Z_CLIP, _sample, normalize
+
+__all__ = ["compute_borders", "train", "save_weights", "validation_batches"]
+
+BORDER_SEED = 987_654
+VAL_SEED = 10_000_000  # validation draws use seeds from here on; training uses fold_in(seed key, step)
+FORMAT = "bayescale-pfn/1"
+
+
+def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: int = BORDER_SEED) -> np.ndarray:
+    """Bin borders: quantiles of normalised target values of ``n_curves`` prior curves (clipped to +-Z_CLIP)."""
+    zs = []
+    for i in range(max(1, n_curves // 2048)):
+        d = _sample(jax.random.PRNGKey(seed + i), 2048, n_points, "mixed", FAMILIES, 0.15, 0.5)
+        _, z, _ = normalize(d["t"], d["y"], d["ctx"])
+        zs.append(np.clip(np.asarray(z)[np.asarray(d["target"])], -Z_CLIP, Z_CLIP))
+    z = np.concatenate(zs)
+    b = np.quantile(z, np.linspace(0.0, 1.0, n_bins + 1))
+    # strictly increasing (ties where many targets coincide would give zero-width bins)
+    for i in range(1, len(b)):
+        b[i] = max(b[i], b[i - 1] + 1e-4)
+    return b
+
+
+def validation_batches(n_points: int, n_batches: int = 4, batch: int = 256, split: str = "mixed"):
+    return [_sample(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, FAMILIES, 0.15, 0.5)
+            for i in range(n_batches)]
+
+
+def _prep(d):
+    u, z, _ = normalize(d["t"], d["y"], d["ctx"])
+    return u, jnp.clip(z, -Z_CLIP, Z_CLIP), d["ctx"], d["target"]
+
+
+def _nll(model, borders, u, z, ctx, target):
+    logits = jax.vmap(model)(u, z, ctx)
+    lp = bar_logpdf(logits, borders, z.astype(jnp.float32))
+    w = target.astype(jnp.float32)
+    return -jnp.sum(lp * w) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+@eqx.filter_jit
+def _eval(model, borders, u, z, ctx, target):
+    return _nll(model, borders, u, z, ctx, target), jnp.sum(target)
+
+
+def _optimizer(cfg: PFNConfig, steps: int):
+    sched = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, min(cfg.warmup, max(steps // 10, 1)), max(steps, 2),
+                                               end_value=cfg.lr * 0.02)
+    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
+
+
+def _arrays(tree):
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))]
+
+
+def _load_arrays(tree, arrays):
+    params, static = eqx.partition(tree, eqx.is_array)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    if len(leaves) != len(arrays):
+        raise ValueError(f"expected {len(leaves)} arrays, found {len(arrays)}")
+    new = []
+    for i, (a, b) in enumerate(zip(leaves, arrays)):
+        if tuple(a.shape) != tuple(b.shape):
+            raise ValueError(f"array {i} has shape {tuple(b.shape)}, the config expects {tuple(a.shape)}")
+        new.append(jnp.asarray(b, dtype=a.dtype))
+    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
+
+
+def sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hardware() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    dev = jax.devices()[0]
+    where = f"{dev.platform}: {getattr(dev, 'device_kind', '')}" if dev.platform != "cpu" else f"cpu: {cpu}"
+    return f"{where}, {os.cpu_count()} logical cores visible"
+
+
+def save_weights(model, cfg: PFNConfig, borders, path_npz: Path, meta: dict) -> dict:
+    """Write weights (.npz, no pickle) and the config/metadata JSON beside it, with the .npz's sha256."""
+    path_npz = Path(path_npz)
+    path_npz.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {f"p{i:03d}": a.astype(np.float32) for i, a in enumerate(_arrays(model))}
+    arrays["borders"] = np.asarray(borders, np.float64)
+    tmp = path_npz.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path_npz)
+    info = {"format": FORMAT, "config": cfg.to_dict(), "weights": path_npz.name, "sha256": sha256(path_npz),
+            "n_params": n_params(model), "families": list(FAMILIES), "dtype": "float32 network, float64 prior",
+            **meta}
+    path_npz.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n")
+    return info
+
+
+def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_minutes: float | None = None,
+          out="pfn_out", resume: bool = False, seed: int = 0, val_every: int = 250, n_val_batches: int = 4,
+          progress: bool = True, log=print) -> dict:
+    """Train (or resume) and return the metadata of the best weights written (see the module docstring)."""
+    name = config if isinstance(config, str) else "custom"
+    if isinstance(config, str):
+        if config not in CONFIGS:
+            raise ValueError(f"unknown PFN config {config!r}; choose one of {sorted(CONFIGS)}")
+        cfg = CONFIGS[config]
+    else:
+        cfg = config
+    total = int(steps if steps is not None else cfg.steps)
+    if total < 1:
+        raise ValueError(f"--steps must be >= 1, got {total}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    best_path, ckpt_path = out / f"pfn_{name}.npz", out / f"pfn_{name}.ckpt.npz"
+
+    key = jax.random.PRNGKey(seed)
+    model = PFN(cfg, jax.random.fold_in(key, 1))
+    opt = _optimizer(cfg, total)
+    opt_state = opt.init(eqx.filter(model, eqx.is_array))
+    start, elapsed, best, history = 0, 0.0, float("inf"), []
+    if resume:
+        if not ckpt_path.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint {ckpt_path}; start without --resume")
+        with np.load(ckpt_path, allow_pickle=False) as ck:
+            meta = json.loads(str(ck["meta"]))
+            if meta["config"] != cfg.to_dict():
+                raise ValueError(f"checkpoint {ckpt_path} was made with another config: {meta['config']}")
+            n_m = meta["n_model"]
+            arrs = [ck[f"a{i:04d}"] for i in range(meta["n_arrays"])]
+            borders = ck["borders"]
+        model = _load_arrays(model, arrs[:n_m])
+        opt_state = _load_arrays(opt_state, arrs[n_m:])
+        start, elapsed, best, history = meta["step"], meta["elapsed"], meta["best"], meta["history"]
+        total = int(steps if steps is not None else meta["total"])
+        log(f"resumed from {ckpt_path} at step {start} (best validation NLL {best:.4f})")
+    else:
+        borders = compute_borders(cfg.n_bins, cfg.n_points)
+    b32 = jnp.asarray(borders, jnp.float32)
+    val = [_prep(d) for d in validation_batches(cfg.n_points, n_val_batches)]
+    log(f"PFN config {name}: {n_params(model):,} parameters; {total} steps of {cfg.batch} curves x {cfg.n_points} points")
+
+    @eqx.filter_jit
+    def step_fn(model, opt_state, k):
+        d = _sample(k, cfg.batch, cfg.n_points, "mixed", FAMILIES, 0.15, 0.5)
+        u, z, ctx, target = _prep(d)
+        loss, grads = eqx.filter_value_and_grad(_nll)(model, b32, u, z, ctx, target)
+        updates, opt_state = opt.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss
+
+    def validate(model):
+        tot, cnt = 0.0, 0.0
+        for u, z, ctx, target in val:
+            nll, n = _eval(model, b32, u, z, ctx, target)
+            tot, cnt = tot + float(nll) * float(n), cnt + float(n)
+        return tot / cnt
+
+    def checkpoint(step):
+        arrs = _arrays(model) + _arrays(opt_state)
+        meta = {"config": cfg.to_dict(), "n_model": len(_arrays(model)), "n_arrays": len(arrs), "step": step,
+                "elapsed": elapsed, "best": best, "history": history, "total": total, "seed": seed}
+        tmp = ckpt_path.with_suffix(".tmp.npz")
+        np.savez(tmp, meta=np.array(json.dumps(meta)), borders=np.asarray(borders),
+                 **{f"a{i:04d}": a for i, a in enumerate(arrs)})
+        os.replace(tmp, ckpt_path)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, initial=start, desc=f"PFN {name}", unit="step", mininterval=5.0)
+    t0, info, step, ema = time.time() - elapsed, None, start, None
+    while step < total:
+        model, opt_state, loss = step_fn(model, opt_state, jax.random.fold_in(key, 1_000_000 + step))
+        step += 1
+        if bar is not None:
+            bar.update(1)
+        if step % 25 == 0 or step == total:
+            lv = float(loss)
+            ema = lv if ema is None else 0.9 * ema + 0.1 * lv
+            if bar is not None:
+                bar.set_postfix(loss=f"{ema:.3f}", best_val=f"{best:.3f}")
+        elapsed = time.time() - t0
+        over = max_minutes is not None and elapsed > 60.0 * max_minutes
+        if step % val_every == 0 or step == total or over:
+            v = validate(model)
+            history.append([step, round(elapsed, 1), float(ema if ema is not None else float(loss)), v])
+            if v < best:
+                best = v
+                info = save_weights(model, cfg, borders, best_path, {
+                    "config_name": name, "step": step, "total_steps": total, "val_nll": v,
+                    "train_seconds": round(elapsed, 1), "hardware": hardware(), "seed": seed,
+                    "val_draws": f"{n_val_batches} x 256 prior curves (seeds {VAL_SEED}+), normalised-z NLL per target"})
+            checkpoint(step)
+            log(f"step {step}/{total}  train {history[-1][2]:.4f}  val NLL {v:.4f}  best {best:.4f}  "
+                f"{elapsed / 60:.1f} min")
+        if over:
+            log(f"stopped at the {max_minutes} min wall-clock cap (step {step})")
+            break
+    if bar is not None:
+        bar.close()
+    if info is None and best_path.exists():
+        info = json.loads(best_path.with_suffix(".json").read_text())
+    hist = {"history": history}
+    (out / f"pfn_{name}.history.json").write_text(json.dumps(hist) + "\n")
+    return info
