@@ -1,4 +1,4 @@
-"""Command line: ``bayescale laws | fit | predict | compare | demo``.
+"""Command line: ``bayescale laws | fit | predict | compare | demo | next-runs | report``.
 
 Tables go to stdout; ``--json`` prints machine-readable output instead. Bad input exits with status 2 and a
 one-line ``error:`` message saying what to fix.
@@ -100,6 +100,8 @@ def cmd_fit(args) -> int:
 def cmd_predict(args) -> int:
     import bayescale as bs
 
+    if args.method == "pfn":
+        return _predict_pfn(args)
     f = bs.load_fit(args.fit)
     bands = f.predict(args.at, levels=_levels(args.levels), seed=args.seed)
     if args.out:
@@ -111,6 +113,38 @@ def cmd_predict(args) -> int:
         _print_table(bands.table(), False)
         if not f.ok:
             print("warning: the fit's diagnostics failed: " + "; ".join(f.warnings))
+    return 0
+
+
+def _predict_pfn(args) -> int:
+    from bayescale.pfn.infer import predict as pfn_predict
+
+    if not args.x:
+        raise BayescaleError("--method pfn needs --x <column> (the one input) and --y <column>")
+    res = pfn_predict(args.fit, x=args.x, y=args.y, at=args.at, levels=_levels(args.levels), group=args.group,
+                      seed=args.seed or 0, weights=args.weights)
+    res = res if isinstance(res, dict) else {None: res}
+    if args.out:
+        for g, b in res.items():
+            b.to_netcdf(args.out if g is None else args.out.replace(".nc", f"_{g}.nc".replace("/", "_")))
+    if args.json:
+        out = {str(g): b.to_json() for g, b in res.items()}
+        print(json.dumps(out[str(None)] if None in res else out, indent=2, default=float))
+        return 0
+    for g, b in res.items():
+        print(f"PFN ({b.attrs['pfn_weights']}); bands for a new run (noise included)" + ("" if g is None else f"  [group {g}]"))
+        _print_table(b.table(), False)
+    return 0
+
+
+def cmd_pfn_train(args) -> int:
+    from bayescale.pfn.train import train
+
+    info = train(args.config, steps=args.steps, max_minutes=args.max_minutes, out=args.out, resume=args.resume,
+                 seed=args.seed, progress=not args.quiet)
+    if info:
+        print(f"best weights: {args.out}/{info['weights']} (step {info['step']}, validation NLL {info['val_nll']:.4f}, "
+              f"{info['n_params']:,} parameters)")
     return 0
 
 
@@ -128,6 +162,91 @@ def cmd_demo(args) -> int:
     from bayescale.demo import run_demo
 
     run_demo(out_dir=args.out, seed=args.seed, quick=args.quick)
+    return 0
+
+
+def _grid_axis(spec: str):
+    """``N=1e8:1e10:5`` (5 log-spaced values) or ``N=1e8,3e8,1e9`` -> (name, values)."""
+    from bayescale.report import parse_size
+
+    if "=" not in spec:
+        raise BayescaleError(f"--grid {spec!r}: write NAME=LO:HI:COUNT (log-spaced) or NAME=V1,V2,...")
+    name, vals = (t.strip() for t in spec.split("=", 1))
+    if ":" in vals:
+        parts = vals.split(":")
+        if len(parts) != 3:
+            raise BayescaleError(f"--grid {spec!r}: a range is LO:HI:COUNT, e.g. N=1e8:1e10:5")
+        import numpy as np
+
+        return name, np.geomspace(parse_size(parts[0]), parse_size(parts[1]), int(parts[2]))
+    return name, [parse_size(v) for v in vals.split(",") if v.strip()]
+
+
+def cmd_next_runs(args) -> int:
+    import pandas as pd
+
+    import bayescale as bs
+    from bayescale.next_runs import candidate_grid, next_runs
+
+    law = bs.get_law(args.law)
+    if bool(args.candidates) == bool(args.grid):
+        raise BayescaleError("give the candidate runs either as --candidates FILE (CSV/Parquet) or as --grid "
+                             "N=1e8:1e10:5 --grid D=1e9:1e11:5 (one per input)")
+    if args.candidates:
+        from bayescale.runs import read_runs
+
+        cands = read_runs(args.candidates)
+    else:
+        cands = candidate_grid(**dict(_grid_axis(g) for g in args.grid))
+    f = bs.fit(args.runs, law, **_fit_kwargs(args, law))
+    table = next_runs(f, cands, target=args.target, budget=args.budget, k=args.k, cost=args.cost, seed=args.seed,
+                      n_outcomes=args.outcomes)
+    if args.out:
+        table.to_csv(args.out, index=False)
+    if not args.json:
+        print(f"target {args.target}: posterior sd of log {args.y} now {table.attrs['var_before'] ** 0.5:.4g}; "
+              f"chosen batch ({int(table['chosen'].sum())} run(s), cost {table.attrs['batch_cost']:.4g}) first")
+        with pd.option_context("display.max_rows", args.show):
+            _print_table(table.head(args.show), False)
+        if "warning" in table.attrs:
+            print("warning: " + table.attrs["warning"])
+        if not f.ok:
+            print("warning: the fit's diagnostics failed: " + "; ".join(f.warnings))
+    else:
+        _print_table(table, True, {"target": args.target, "var_before": table.attrs["var_before"],
+                                   "fit_ok": f.ok, "warning": table.attrs.get("warning")})
+    return 0
+
+
+def cmd_report(args) -> int:
+    import bayescale as bs
+    from bayescale.report import risk_report
+
+    law = bs.get_law(args.law)
+    kw = _fit_kwargs(args, law)
+    kw.pop("progress", None)
+    likelihood = kw.pop("likelihood")
+    if likelihood != "lognormal" or args.se or args.lower or args.upper:
+        raise BayescaleError("report uses the default lognormal noise without measurement error columns")
+    cands = None
+    if args.candidates:
+        from bayescale.runs import read_runs
+
+        cands = read_runs(args.candidates)
+    rep = risk_report(args.runs, law, options=args.option, target_loss=args.target_loss, laws=args.laws,
+                      out=args.out, candidates=cands, **kw)
+    s = rep.summary
+    if args.json:
+        print(json.dumps(s, indent=2, default=float))
+        return 0
+    print(s["gate"]["text"])
+    for lab, o in s["options"].items():
+        print(f"{lab}: median {o['median']:.4f}, 80% [{o['lo80']:.4f}, {o['hi80']:.4f}], "
+              f"P(loss <= {s['target_loss']:g}) = {o['p_meet']:.1%}, expected shortfall {o['expected_shortfall']:.4f}, "
+              f"compute {o['compute']:.3g}")
+    print(s["family_text"])
+    print(s["next_run_text"])
+    print("wrote " + ", ".join(str(p) for p in rep.files.values()))
     return 0
 
 
@@ -159,8 +278,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="netCDF file for the fit (with --group: one file per group)")
     _add_fit_args(p)
     p.set_defaults(func=cmd_fit)
-    p = sub.add_parser("predict", help="posterior predictive bands from a saved fit")
-    p.add_argument("fit", help="netCDF file written by `bayescale fit --out`")
+    p = sub.add_parser("predict", help="posterior predictive bands from a saved fit (or from runs with --method pfn)")
+    p.add_argument("fit", help="netCDF file written by `bayescale fit --out`; with --method pfn, the runs CSV/Parquet")
+    p.add_argument("--method", default="nuts", choices=["nuts", "pfn"],
+                   help="nuts: from a saved fit (default); pfn: amortized PFN straight from the runs (one input x)")
+    p.add_argument("--x", help="(--method pfn) the input column")
+    p.add_argument("--y", default="loss", help="(--method pfn) the outcome column (default: loss)")
+    p.add_argument("--group", help="(--method pfn) column naming curves: one set of bands per curve")
+    p.add_argument("--weights", help="(--method pfn) a .npz written by `bayescale pfn train` (default: the bundled one)")
     p.add_argument("--at", required=True, help="query points, e.g. N=7e10,D=1.4e12 (';' separates several)")
     p.add_argument("--levels", default="0.5,0.8,0.9,0.95")
     p.add_argument("--seed", type=int, default=None)
@@ -171,11 +296,47 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--laws", required=True, help="comma-separated law names")
     _add_fit_args(p)
     p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("pfn", help="the amortized PFN extrapolator: `bayescale pfn train`")
+    pfn_sub = p.add_subparsers(dest="pfn_command", required=True)
+    p = pfn_sub.add_parser("train", help="train the PFN on prior draws (checkpoints, resume, best weights)")
+    p.add_argument("--config", default="small", choices=["tiny", "small", "base"],
+                   help="small: ~0.6M parameters, about an hour on 2 CPU cores; base: sized for a GPU")
+    p.add_argument("--steps", type=int, help="training steps (default: the config's); sets the learning-rate schedule")
+    p.add_argument("--max-minutes", type=float, help="stop after this much wall clock (the best weights are kept)")
+    p.add_argument("--out", default="pfn_out", help="folder for weights, checkpoint and history (default: pfn_out)")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_pfn_train)
     p = sub.add_parser("demo", help="fit Chinchilla below 1e21 FLOP and predict the larger runs")
     p.add_argument("--out", default="out", help="folder for the plot and JSON (default: out)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="fewer draws (for smoke tests)")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("next-runs", help="rank candidate pilot runs by expected narrowing of a target per unit cost")
+    p.add_argument("--law", required=True)
+    p.add_argument("--target", required=True,
+                   help="what to learn: N=7e10,D=1.4e12 (a point; ';' separates several: a curve) or compute_optimal=1e24")
+    p.add_argument("--candidates", help="CSV/Parquet of runs you could train (input columns, optional 'cost')")
+    p.add_argument("--grid", action="append", help="candidate axis NAME=LO:HI:COUNT (log-spaced) or NAME=V1,V2; repeat per input")
+    p.add_argument("--k", type=int, default=1, help="runs to choose (greedy batch)")
+    p.add_argument("--budget", type=float, help="most the batch may cost in total")
+    p.add_argument("--cost", help="candidate column holding the cost (default: 'cost' if present, else 6ND or x)")
+    p.add_argument("--outcomes", type=int, default=32, help="simulated outcomes per candidate (default 32)")
+    p.add_argument("--show", type=int, default=15, help="rows to print")
+    p.add_argument("--out", help="write the whole ranking as CSV")
+    _add_fit_args(p)
+    p.set_defaults(func=cmd_next_runs)
+    p = sub.add_parser("report", help="risk report for a budget decision (HTML, Markdown, JSON)")
+    p.add_argument("--law", required=True)
+    p.add_argument("--laws", help="several families (comma-separated): headline numbers from their stacking average")
+    p.add_argument("--option", action="append", required=True,
+                   help="a planned run, e.g. \"70B,1.4T\" (N then D; suffixes K M B T) or \"N=70B,D=1.4T\"; repeat")
+    p.add_argument("--target-loss", type=float, required=True, help="the loss the run must reach")
+    p.add_argument("--candidates", help="CSV/Parquet of pilot runs to consider for the next-run recommendation")
+    p.add_argument("--out", default="report", help="output folder (default: report)")
+    _add_fit_args(p)
+    p.set_defaults(func=cmd_report)
     return ap
 
 

@@ -142,15 +142,20 @@ def _target_draws(draws: PosteriorDraws, kind: str, spec) -> np.ndarray:
 
 
 def _weighted_var(logw: np.ndarray, T: np.ndarray):
-    """logw (..., S), T (S, Q) centred -> (mean over Q of the weighted variance (...), ESS (...))."""
+    """logw (..., S), T (S, Q) centred -> (mean over Q of the weighted variance (...), ESS (...)).
+
+    The variance carries the reliability-weights correction 1 / (1 - sum w^2), so that degenerate weights (few
+    effective draws) do not by themselves look like a narrower posterior; it equals the usual S/(S-1) correction
+    for equal weights.
+    """
     lw = logw - logw.max(axis=-1, keepdims=True)
     w = np.exp(lw)
     w /= w.sum(axis=-1, keepdims=True)
     m1 = w @ T
     m2 = w @ (T * T)
-    var = np.maximum(m2 - m1 * m1, 0.0).mean(axis=-1)
-    ess = 1.0 / (w * w).sum(axis=-1)
-    return var, ess
+    sw2 = (w * w).sum(axis=-1)
+    var = np.maximum(m2 - m1 * m1, 0.0).mean(axis=-1) / np.maximum(1.0 - sw2, 0.5)
+    return var, 1.0 / sw2
 
 
 def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed):
@@ -175,15 +180,19 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed):
         var, ess = _weighted_var(lw_new, T)                         # (J, C)
         cur, _ = _weighted_var(logw, T)                             # (J,)
         exp_var = var.mean(axis=0)
-        gain = cur.mean() - exp_var
+        per_world = cur[:, None] - var                              # (J, C): gain in each simulated world
+        gain = per_world.mean(axis=0)
+        se = per_world.std(axis=0, ddof=1) / np.sqrt(J)             # Monte Carlo error of the expected gain
         if first is None:
-            first = {"var_after": exp_var, "ess_median": np.median(ess, axis=0), "ess_min": ess.min(axis=0)}
-        score = gain / costs
+            first = {"var_after": cur.mean() - gain, "gain_se": se, "ess_median": np.median(ess, axis=0),
+                     "ess_min": ess.min(axis=0)}
+        score = np.maximum(gain - se, 0.0) / costs                  # conservative: gains within MC noise count 0
         ok = np.isfinite(score) & (costs <= remaining)
         ok[chosen] = False
         if not ok.any():
             break
-        best = int(np.flatnonzero(ok)[np.argmax(score[ok])])
+        cand_ok = np.flatnonzero(ok)
+        best = int(cand_ok[np.lexsort((-gain[cand_ok] / costs[cand_ok], -score[cand_ok]))[0]])
         chosen.append(best)
         gains.append(float(gain[best]))
         ess_rows.append(float(np.median(ess[:, best])))
@@ -226,8 +235,8 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
                 vs.append(tvar(np.append(xc, xq), np.append(yc, yq), seed + j))
             exp_var[c] = np.mean(vs)
         if first is None:
-            first = {"var_after": exp_var, "ess_median": np.full(len(cand_x), np.nan),
-                     "ess_min": np.full(len(cand_x), np.nan)}
+            first = {"var_after": exp_var, "gain_se": np.full(len(cand_x), np.nan),
+                     "ess_median": np.full(len(cand_x), np.nan), "ess_min": np.full(len(cand_x), np.nan)}
         gain = cur - exp_var
         score = gain / costs
         if not np.isfinite(score).any():
@@ -245,7 +254,7 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
 
 
 def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
-              seed: int = 0, n_outcomes: int = 16, max_draws: int | None = 1000, method: str = "nuts", law=None,
+              seed: int = 0, n_outcomes: int = 32, max_draws: int | None = 1000, method: str = "nuts", law=None,
               x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
     """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
 
@@ -258,8 +267,9 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     ``target``: see :func:`parse_target`.
 
     Returns one row per candidate, best first: the inputs, ``cost``, ``target_sd`` (now, log scale),
-    ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``, ``score``
-    (variance reduction per unit cost), ``ess_median``/``ess_min`` (importance weights), ``candidate_sd`` (predictive
+    ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``,
+    ``reduction_se`` (its Monte Carlo error), ``score`` (variance reduction less one Monte Carlo error, per unit
+    cost: a gain within simulation noise scores 0), ``ess_median``/``ess_min`` (importance weights), ``candidate_sd`` (predictive
     sd of the log outcome there: "most uncertain point"), ``chosen`` and ``batch`` (1..k, greedy order).
     """
     from bayescale.compare import ModelAverage
@@ -325,7 +335,9 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["expected_sd_after"] = np.sqrt(np.maximum(first["var_after"], 0))
     out["expected_var_reduction"] = var0 - first["var_after"]
     out["reduction_frac"] = out["expected_var_reduction"] / var0 if var0 > 0 else 0.0
-    out["score"] = out["expected_var_reduction"] / out["cost"]
+    out["reduction_se"] = first["gain_se"]
+    se0 = np.nan_to_num(first["gain_se"], nan=0.0)
+    out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"]
     out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
     out["candidate_sd"] = pred_sd
     out["chosen"] = False
@@ -333,7 +345,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["batch_gain"] = np.nan
     for i, (c, g) in enumerate(zip(chosen, gains), start=1):
         out.loc[c, ["chosen", "batch", "batch_gain"]] = [True, i, g]
-    order = np.lexsort((-out["score"].to_numpy(float), np.where(out["chosen"], out["batch"], np.iinfo(int).max)))
+    order = np.lexsort((-(out["expected_var_reduction"] / out["cost"]).to_numpy(float), -out["score"].to_numpy(float),
+                        np.where(out["chosen"], out["batch"], np.iinfo(int).max)))
     out = out.iloc[order].reset_index(drop=True)
     out.attrs.update(target=kind if kind == "compute_optimal" else f"{len(spec)} point(s)", target_spec=(
         spec if kind == "compute_optimal" else spec.to_dict(orient="list")), var_before=float(var0), method=method,
