@@ -1,0 +1,461 @@
+"""Extrapolation benchmark on real scaling-law data: accuracy, calibration and cost of every method.
+
+Suites (bundled data, :mod:`bayescale.datasets`):
+
+- ``revisiting``: Alabdulmohsin et al. 2022, 92 curves (IC 72, NMT 5, LM 5, BB 10), official split (``train``).
+- ``colpret``: 192 loss-vs-tokens curves; fit the first half of each curve, predict the second half.
+- ``chinchilla``: 245 runs; fit compute < 1e21 FLOP, predict the 23 larger runs (laws in N, D or C, M).
+- ``gadre``: per corpus fit N <= 411M, predict the 1.4B and 6.9B runs: C4 validation loss (domain ``loss``) and
+  average downstream top-1 error from the observed loss via the loss -> error law (domain ``downstream``).
+
+Methods: ``nuts:<law>`` (every applicable family), ``bma`` (stacking average of the cached NUTS families, per
+curve), ``ls:<law>`` (multi-start least squares, lognormal residual noise), ``boot:<law>`` (bootstrap of least
+squares), ``pfn`` (when :mod:`bayescale.pfn` is available), ``all``.
+
+    python -m benchmarks.extrapolation --suite revisiting --method nuts:M4 [--domain IC] [--limit 10] [--seed 0]
+    python -m benchmarks.extrapolation --table
+
+Each run writes ``benchmarks/results/<suite>__<method>.json`` (``:`` in the method becomes ``-``); NUTS runs
+cache each curve's predictive draws and pointwise LOO under ``benchmarks/results/cache/`` (ignored by git) so
+``bma`` reuses them without refitting. ``--table`` rebuilds the ``extrapolation`` section of ``RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks._common import RESULTS_MD, ROOT, update_markdown
+
+RESULTS = ROOT / "benchmarks" / "results"
+LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+ONE_INPUT = ("M1", "M2", "M3", "M4", "BNSL1", "BNSL2")
+LOSS_ND = ("chinchilla", "kaplan", "overtrain")
+SUITES = ("revisiting", "colpret", "chinchilla", "gadre")
+BASELINE_LAWS = ("M1", "M2", "M3", "M4", "BNSL1")
+# NUTS settings of the benchmark (4 chains x (300 warm-up + 300 draws), as benchmarks/batching.py measured)
+NUTS = dict(chains=4, warmup=300, samples=300)
+DRAWS = 1000  # predictive draws kept per curve
+GRID = 60  # plot grid points (one-input suites)
+
+
+@dataclass
+class Task:
+    """One curve to extrapolate: context runs (fit), target runs (predict), and NSL-PFN's y unit ``c``."""
+
+    suite: str
+    domain: str
+    curve: str
+    ctx: pd.DataFrame  # input columns + y
+    tgt: pd.DataFrame
+    inputs: tuple
+    nsl_c: float = 1.0
+    laws: tuple = field(default_factory=tuple)
+
+
+# -- suites ------------------------------------------------------------------------------------------------
+def load_suite(suite: str, domain: str | None = None, limit: int | None = None) -> list[Task]:
+    """The suite's curves as :class:`Task` s, optionally one ``domain`` and the first ``limit`` curves per domain."""
+    import bayescale as bs
+
+    tasks: list[Task] = []
+    if suite == "revisiting":
+        r = bs.datasets.revisiting()
+        for c, d in r.groupby("curve", sort=False):
+            d = d.sort_values("x")
+            tasks.append(Task(suite, d["domain"].iloc[0], c, d[d.train][["x", "y"]].reset_index(drop=True),
+                              d[~d.train][["x", "y"]].reset_index(drop=True), ("x",), 1.0, ONE_INPUT))
+    elif suite == "colpret":
+        r = bs.datasets.colpret().rename(columns={"tokens": "x", "loss": "y"})
+        for c, d in r.groupby("curve", sort=False):
+            d = d.sort_values("x")
+            ctx = d[d.context][["x", "y"]].reset_index(drop=True)
+            tasks.append(Task(suite, "ColPret", c, ctx, d[~d.context][["x", "y"]].reset_index(drop=True), ("x",),
+                              float(ctx["y"].max()), ONE_INPUT))
+    elif suite == "chinchilla":
+        r = bs.datasets.chinchilla().rename(columns={"loss": "y"})
+        r["M"] = r["D"] / r["N"]
+        cols = ["N", "D", "C", "M", "y"]
+        tasks.append(Task(suite, "Chinchilla", "chinchilla", r[r.C < 1e21][cols].reset_index(drop=True),
+                          r[r.C >= 1e21][cols].reset_index(drop=True), ("N", "D", "C", "M"), 1.0, LOSS_ND))
+    elif suite == "gadre":
+        g = bs.datasets.gadre_downstream()
+        for corpus, d in g.groupby("dataset", sort=True):
+            small = d["N"] <= 4.2e8
+            cols = ["N", "D", "C", "M"]
+            loss = d[cols + ["loss"]].rename(columns={"loss": "y"})
+            tasks.append(Task(suite, "loss", corpus, loss[small].reset_index(drop=True),
+                              loss[~small].reset_index(drop=True), tuple(cols), 1.0, LOSS_ND))
+            err = pd.DataFrame({"L": d["loss"], "y": d["err"]})
+            tasks.append(Task(suite, "downstream", corpus, err[small].reset_index(drop=True),
+                              err[~small].reset_index(drop=True), ("L",), 1.0, ("downstream",)))
+    else:
+        raise SystemExit(f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}")
+    if domain is not None:
+        known = sorted({t.domain for t in tasks})
+        tasks = [t for t in tasks if t.domain == domain]
+        if not tasks:
+            raise SystemExit(f"suite {suite!r} has no domain {domain!r}; choose one of {known}")
+    if limit is not None:
+        seen: dict = {}
+        keep = []
+        for t in tasks:
+            seen[t.domain] = seen.get(t.domain, 0) + 1
+            if seen[t.domain] <= limit:
+                keep.append(t)
+        tasks = keep
+    return tasks
+
+
+def methods_for(suite: str) -> list[str]:
+    """Every method of ``--method all`` for a suite."""
+    laws = {"revisiting": ONE_INPUT, "colpret": ONE_INPUT, "chinchilla": LOSS_ND,
+            "gadre": (*LOSS_ND, "downstream")}[suite]
+    base = BASELINE_LAWS if suite in ("revisiting", "colpret") else laws
+    out = [f"nuts:{law}" for law in laws] + ["bma"] + [f"ls:{law}" for law in base] + [f"boot:{law}" for law in base]
+    return out + (["pfn"] if pfn_available() else [])
+
+
+def pfn_available() -> bool:
+    import importlib
+
+    try:
+        pfn = importlib.import_module("bayescale.pfn")
+    except Exception:
+        return False
+    try:
+        return bool(pfn.available())
+    except Exception:
+        return False
+
+
+def grid_for(task: Task) -> pd.DataFrame | None:
+    """Plot grid from the smallest context to the largest target input (one-input suites only)."""
+    if task.inputs != ("x",):
+        return None
+    lo, hi = task.ctx["x"].min(), max(task.ctx["x"].max(), task.tgt["x"].max())
+    return pd.DataFrame({"x": np.geomspace(lo, hi, GRID)})
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+
+
+def cache_path(cache: Path, suite: str, law: str, task: Task) -> Path:
+    return cache / suite / law / f"{_safe(task.domain)}__{_safe(task.curve)}.npz"
+
+
+def save_cache(cache: Path, key: str, task: Task, pred: np.ndarray, **arrays) -> None:
+    """Cache a method's per-curve outputs: 5/50/95% of the targets' predictive (``tgt_q``) plus ``arrays``."""
+    p = cache_path(cache, task.suite, key, task)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tgt_q = np.quantile(pred, [0.05, 0.5, 0.95], axis=0)
+    np.savez_compressed(p, tgt_q=tgt_q, **{k: (v.astype(np.float32) if k.endswith("draws") else v)
+                                           for k, v in arrays.items()})
+
+
+# -- scoring of one prediction -----------------------------------------------------------------------------
+def score(task: Task, draws: np.ndarray, logpd: np.ndarray, median: np.ndarray | None = None) -> dict:
+    """Every per-curve metric from predictive draws (S, m) and the exact log density (m,) of the targets."""
+    from bayescale import scoring
+
+    y = task.tgt["y"].to_numpy(float)
+    med = np.median(draws, axis=0) if median is None else median
+    q = np.quantile(draws, [(1 - lv) / 2 for lv in LEVELS] + [(1 + lv) / 2 for lv in LEVELS], axis=0)
+    lo, hi = q[: len(LEVELS)], q[len(LEVELS):]
+    cov = scoring.coverage(lo, hi, y)
+    i90 = LEVELS.index(0.9)
+    return {
+        "domain": task.domain, "curve": task.curve, "n_ctx": len(task.ctx), "n_tgt": len(y),
+        "rmsle": float(scoring.rmsle(np.maximum(med, 1e-300), y)),
+        "ll": float(np.mean(logpd)),
+        "ll_nsl": float(np.mean(scoring.rescale_log_density(logpd, task.nsl_c))),
+        "coverage": {str(lv): float(c) for lv, c in zip(LEVELS, cov)},
+        "msce": scoring.msce(LEVELS, cov),
+        "width90": scoring.interval_width(lo[i90], hi[i90]),
+        "crps": float(np.mean(scoring.crps_from_draws(draws, y))),
+    }
+
+
+# -- methods ------------------------------------------------------------------------------------------------
+def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings: dict) -> list[dict]:
+    """One ``fit_many`` over the tasks; per curve: draws, exact log density, pointwise LOO -> cache + scores."""
+    import arviz as az
+
+    import bayescale as bs
+
+    law = bs.get_law(law_name)
+    tasks = [t for t in tasks if law_name in t.laws]
+    if not tasks:
+        return []
+    frames = []
+    for i, t in enumerate(tasks):
+        frames.append(t.ctx.assign(_g=i))
+    runs = pd.concat(frames, ignore_index=True)
+    t0 = time.perf_counter()
+    fits = bs.fit_many(runs, law, group="_g", inputs={k: k for k in law.input_names}, y="y", seed=seed,
+                       refit_flagged=False, progress=False, **settings)
+    fit_s = time.perf_counter() - t0
+    rows = []
+    for i, t in enumerate(tasks):
+        t1 = time.perf_counter()
+        f = fits[i]
+        at = t.tgt[list(law.input_names)]
+        _, _, obs = f.predictive_draws(at, seed=seed, max_draws=DRAWS)
+        logpd = f.log_predictive_density(at, t.tgt["y"].to_numpy(), max_draws=DRAWS)
+        loo_i = np.asarray(az.loo(f.idata, pointwise=True).elpd_i.values, float).reshape(-1)
+        grid = grid_for(t)
+        gd = f.predictive_draws(grid, seed=seed, max_draws=400)[2] if grid is not None else np.zeros((0, 0))
+        save_cache(cache, law_name, t, obs, draws=obs, logpd=logpd, loo_i=loo_i, grid_draws=gd, ok=f.ok)
+        row = score(t, obs, logpd)
+        d = f.diagnostics
+        row.update(ok=bool(f.ok), max_rhat=d["max_rhat"], divergences=d["divergences"],
+                   seconds=fit_s / len(tasks) + time.perf_counter() - t1)
+        rows.append(row)
+    return rows
+
+
+def stacking_weights(loo: np.ndarray) -> np.ndarray:
+    """Stacking weights (Yao et al. 2018) from pointwise LOO log densities ``(n, K)``: max sum_i log sum_k w_k p_ik."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp, softmax
+
+    k = loo.shape[1]
+    if k == 1:
+        return np.ones(1)
+
+    def neg(v):
+        w = softmax(np.concatenate([[0.0], v]))
+        return -np.sum(logsumexp(loo + np.log(np.maximum(w, 1e-300))[None, :], axis=1))
+
+    sol = minimize(neg, np.zeros(k - 1), method="L-BFGS-B")
+    return softmax(np.concatenate([[0.0], sol.x]))
+
+
+def run_bma(tasks: list[Task], seed: int, cache: Path) -> list[dict]:
+    """Per curve: stacking average of every NUTS family cached for it (no refit)."""
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in tasks:
+        t1 = time.perf_counter()
+        laws = [law for law in t.laws if cache_path(cache, t.suite, law, t).exists()]
+        if not laws:
+            print(f"bma: no cached NUTS fits for {t.curve}; run the nuts:<law> methods first", file=sys.stderr)
+            continue
+        zs = [np.load(cache_path(cache, t.suite, law, t)) for law in laws]
+        w = stacking_weights(np.stack([z["loo_i"] for z in zs], axis=1))
+        counts = rng.multinomial(DRAWS, w)
+        draws = np.concatenate([z["draws"][rng.choice(len(z["draws"]), c)] for z, c in zip(zs, counts) if c],
+                               axis=0).astype(float)
+        logpd = logsumexp(np.stack([z["logpd"] for z in zs]) + np.log(np.maximum(w, 1e-300))[:, None], axis=0)
+        row = score(t, draws, logpd)
+        row.update(weights={law: float(v) for law, v in zip(laws, w)},
+                   ok=bool(all(bool(z["ok"]) for z, v in zip(zs, w) if v > 0.01)),
+                   seconds=time.perf_counter() - t1)
+        gd = np.zeros((0, 0))
+        if zs[0]["grid_draws"].size:
+            gc = rng.multinomial(400, w)
+            gd = np.concatenate([z["grid_draws"][rng.choice(len(z["grid_draws"]), c)] for z, c in zip(zs, gc) if c])
+        save_cache(cache, "bma", t, draws, grid_draws=gd)
+        rows.append(row)
+    return rows
+
+
+def run_ls(kind: str, law_name: str, tasks: list[Task], seed: int, cache: Path, n_boot: int) -> list[dict]:
+    """``ls`` or ``boot`` of ``law_name`` on every task it applies to."""
+    import bayescale as bs
+    from bayescale import scoring
+
+    from benchmarks._extrap_ls import boot_predictive, ls_predictive
+
+    law = bs.get_law(law_name)
+    rows = []
+    for t in tasks:
+        if law_name not in t.laws and law_name not in BASELINE_LAWS:
+            continue
+        if set(law.input_names) - set(t.ctx.columns):
+            continue
+        t1 = time.perf_counter()
+        grid = grid_for(t)
+        try:
+            if kind == "ls":
+                out = ls_predictive(law, t.ctx, t.tgt, seed, grid=grid)
+            else:
+                out = boot_predictive(law, t.ctx, t.tgt, seed, n_boot=n_boot, grid=grid)
+        except RuntimeError as exc:
+            print(f"{kind}:{law_name} {t.curve}: {exc}", file=sys.stderr)
+            rows.append({"domain": t.domain, "curve": t.curve, "failed": str(exc)})
+            continue
+        y = t.tgt["y"].to_numpy(float)
+        logpd = scoring.lognormal_mixture_logpdf(y, out["log_mu"], out["sigma"])
+        row = score(t, out["draws"], logpd, median=out["point"] if kind == "ls" else None)
+        row.update(ok=True, seconds=time.perf_counter() - t1)
+        save_cache(cache, f"{kind}-{law_name}", t, out["draws"], grid_draws=out.get("grid_draws", np.zeros((0, 0))))
+        rows.append(row)
+    return rows
+
+
+def run_pfn(tasks: list[Task], seed: int) -> list[dict]:
+    """The PFN extrapolator (``bayescale.pfn.predictive``) on the one-input curves."""
+    import importlib
+
+    pfn = importlib.import_module("bayescale.pfn")
+
+    rows = []
+    for t in tasks:
+        if t.inputs != ("x",):
+            continue
+        t1 = time.perf_counter()
+        pred = pfn.predictive(t.ctx["x"].to_numpy(float), t.ctx["y"].to_numpy(float), t.tgt["x"].to_numpy(float),
+                              seed=seed)
+        draws = np.asarray(pred.sample(DRAWS, seed), float)
+        logpd = np.asarray(pred.logpdf(t.tgt["y"].to_numpy(float)), float)
+        med = np.asarray(pred.quantile(np.array([0.5])), float)[0]
+        row = score(t, draws, logpd, median=med)
+        row.update(ok=True, seconds=time.perf_counter() - t1)
+        rows.append(row)
+    return rows
+
+
+# -- aggregation ----------------------------------------------------------------------------------------------
+METRICS = ("rmsle", "ll", "ll_nsl", "msce", "width90", "crps", "seconds")
+
+
+def aggregate(rows: list[dict]) -> dict:
+    """Mean and standard error of each metric per domain and pooled; point-weighted pooled coverage."""
+    from bayescale import scoring
+
+    rows = [r for r in rows if "failed" not in r]
+    out = {}
+    groups = {"pooled": rows}
+    for r in rows:
+        groups.setdefault(r["domain"], []).append(r)
+    for name, rs in groups.items():
+        if not rs:
+            continue
+        agg = {"curves": len(rs), "points": int(sum(r["n_tgt"] for r in rs))}
+        for m in METRICS:
+            v = np.array([r[m] for r in rs if m in r], float)
+            if len(v):
+                agg[m] = float(v.mean())
+                agg[f"{m}_se"] = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+        agg["coverage"] = {str(lv): float(np.mean([r["coverage"][str(lv)] for r in rs])) for lv in LEVELS}
+        n = np.array([r["n_tgt"] for r in rs], float)
+        pc = [float(np.sum(n * [r["coverage"][str(lv)] for r in rs]) / n.sum()) for lv in LEVELS]
+        agg["coverage_points"] = dict(zip(map(str, LEVELS), pc))
+        agg["msce_points"] = scoring.msce(LEVELS, pc)
+        agg["ok_rate"] = float(np.mean([bool(r.get("ok", True)) for r in rs]))
+        out[name] = agg
+    return out
+
+
+def _loadavg():
+    try:
+        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
+def machine() -> dict:
+    import jax
+
+    import bayescale
+
+    return {"bayescale": bayescale.__version__, "python": platform.python_version(), "jax": jax.__version__,
+            "backend": jax.default_backend(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "cpu_model": _cpu_model()}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def run_method(suite: str, method: str, tasks: list[Task], seed: int, cache: Path, settings: dict,
+               n_boot: int) -> list[dict]:
+    kind, _, law = method.partition(":")
+    if kind == "nuts":
+        return run_nuts(law, tasks, seed, cache, settings)
+    if kind == "bma":
+        return run_bma(tasks, seed, cache)
+    if kind in ("ls", "boot"):
+        return run_ls(kind, law, tasks, seed, cache, n_boot)
+    if kind == "pfn":
+        if not pfn_available():
+            print("pfn: bayescale.pfn is not available; skipped", file=sys.stderr)
+            return []
+        return run_pfn(tasks, seed)
+    raise SystemExit(f"unknown method {method!r}; use nuts:<law>, bma, ls:<law>, boot:<law>, pfn or all")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.extrapolation", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", choices=SUITES)
+    ap.add_argument("--method", default="all", help="nuts:<law> | bma | ls:<law> | boot:<law> | pfn | all")
+    ap.add_argument("--domain")
+    ap.add_argument("--limit", type=int, help="first N curves per domain")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chains", type=int, default=NUTS["chains"])
+    ap.add_argument("--warmup", type=int, default=NUTS["warmup"])
+    ap.add_argument("--samples", type=int, default=NUTS["samples"])
+    ap.add_argument("--boot", type=int, default=200, help="bootstrap resamples")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the JSON files (and cache/) go")
+    ap.add_argument("--table", action="store_true", help="rebuild the RESULTS.md section from the JSON files")
+    ap.add_argument("--markdown", type=Path, default=RESULTS_MD)
+    args = ap.parse_args(argv)
+    if args.table:
+        from benchmarks._extrap_table import write_table
+
+        return write_table(args.results, args.markdown)
+    if args.suite is None:
+        ap.error("--suite is required (or --table)")
+    if args.limit is not None and args.limit < 1:
+        ap.error("--limit must be >= 1")
+    tasks = load_suite(args.suite, args.domain, args.limit)
+    methods = methods_for(args.suite) if args.method == "all" else [args.method]
+    settings = dict(chains=args.chains, warmup=args.warmup, samples=args.samples)
+    cache = args.results / "cache"
+    command = "python -m benchmarks.extrapolation " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    written = {}
+    for method in methods:
+        load0, t0 = _loadavg(), time.perf_counter()
+        rows = run_method(args.suite, method, tasks, args.seed, cache, settings, args.boot)
+        wall = time.perf_counter() - t0
+        if not rows:
+            print(f"{args.suite} {method}: no applicable curves", file=sys.stderr)
+            continue
+        res = {"suite": args.suite, "method": method, "seed": args.seed, "domain": args.domain, "limit": args.limit,
+               "settings": {**settings, "draws_kept": DRAWS, "boot": args.boot, "levels": list(LEVELS)},
+               "command": command, "machine": machine(), "loadavg_start": load0, "loadavg_end": _loadavg(),
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": wall,
+               "aggregate": aggregate(rows), "curves": rows}
+        args.results.mkdir(parents=True, exist_ok=True)
+        path = args.results / f"{args.suite}__{method.replace(':', '-')}.json"
+        path.write_text(json.dumps(res, indent=1, default=float))
+        a = res["aggregate"]["pooled"]
+        print(f"{args.suite} {method}: {a['curves']} curves, RMSLE {a['rmsle']:.4f}, LL {a['ll']:.3f}, "
+              f"cov90 {a['coverage']['0.9']:.3f}, MSCE {a['msce']:.4f}, {wall:.0f} s -> {path}", flush=True)
+        written[method] = res
+    return written
+
+
+if __name__ == "__main__":
+    main()
