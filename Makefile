@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-tests venv clean
+.PHONY: demo test bench bench-tests bench-extrapolation venv clean
 
 $(STAMP): pyproject.toml
 	@set -e; \
@@ -33,6 +33,15 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.batching
 	$(PY) -m benchmarks.init
 	$(PY) -m benchmarks.coverage
+
+# Extrapolation on real data (benchmarks/extrapolation.py): the standard set, then the RESULTS.md tables.
+EXTRAP := $(PY) -m benchmarks.extrapolation
+bench-extrapolation: $(STAMP)
+	for m in nuts:M4 nuts:M2 nuts:M3 ls:M4 boot:M4 bma; do $(EXTRAP) --suite revisiting --method $$m || exit 1; done
+	$(EXTRAP) --suite chinchilla --method all
+	$(EXTRAP) --suite gadre --method all
+	for m in nuts:M4 nuts:M2 ls:M4 boot:M4 bma; do $(EXTRAP) --suite colpret --method $$m --limit 16 || exit 1; done
+	$(EXTRAP) --table
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
