@@ -32,7 +32,7 @@ import pandas as pd
 from bayescale.errors import BayescaleError
 from bayescale.laws import get_law
 
-__all__ = ["RiskReport", "parse_option", "parse_size", "risk_report"]
+__all__ = ["RiskReport", "check_in_browser", "chromium", "parse_option", "parse_size", "risk_report"]
 
 SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 _NUM = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGTPkmbgtp]?)\s*$")
@@ -476,3 +476,47 @@ def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=N
         np.savez_compressed(Path(out) / "report_draws.npz", **{"options": np.array(labels), "loss": obs})
         files["draws"] = Path(out) / "report_draws.npz"
     return RiskReport(summary=summary, draws=draws, files=files, fits=fits, model=model, next_runs=nr)
+
+
+# --------------------------------------------------------------------------------------------------
+# Browser check
+
+
+def chromium() -> str | None:
+    """Path of a Chromium/Chrome executable, or None."""
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def check_in_browser(html_path, screenshot=None, timeout: int = 90) -> dict:
+    """Load a report in headless Chromium and read back the page's own check: how many images there are, how many
+    decoded (``naturalWidth > 0``), how many script errors; optionally save a screenshot.
+
+    Returns ``{"checked", "images", "images_ok", "script_errors", "img_tags_with_data", "returncode"}``.
+    Raises FileNotFoundError when no Chromium is installed (Debian: ``apt-get install -y chromium``).
+    """
+    import subprocess
+    import tempfile
+
+    exe = chromium()
+    if exe is None:
+        raise FileNotFoundError("chromium is not installed (Debian: apt-get install -y chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+    url = Path(html_path).resolve().as_uri()
+    with tempfile.TemporaryDirectory() as prof:
+        dom = subprocess.run([exe, *flags, f"--user-data-dir={prof}", "--virtual-time-budget=5000", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=timeout)
+    m = re.search(r'id="page-check" data-images="(\d+)" data-images-ok="(\d+)" data-errors="(\d+)"', dom.stdout)
+    out = {"returncode": dom.returncode, "checked": bool(m), "images": int(m.group(1)) if m else 0,
+           "images_ok": int(m.group(2)) if m else 0, "script_errors": int(m.group(3)) if m else -1,
+           "img_tags_with_data": len(re.findall(r'<img[^>]+src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"',
+                                                dom.stdout))}
+    if screenshot is not None:
+        with tempfile.TemporaryDirectory() as prof:
+            subprocess.run([exe, *flags, f"--user-data-dir={prof}", "--window-size=1100,2600",
+                            f"--screenshot={Path(screenshot).resolve()}", url], capture_output=True, text=True,
+                           timeout=timeout)
+        out["screenshot"] = str(screenshot)
+    return out

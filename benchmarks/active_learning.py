@@ -1,0 +1,360 @@
+"""Replay of run selection on real scaling data: does choosing runs by expected variance reduction per unit cost
+reach a target accuracy with less compute than the usual choices?
+
+Protocol (per suite): start from the cheapest runs of a real pool, acquire runs from the pool one at a time, refit
+with NUTS after each acquisition, and track the target's error (RMSLE of the posterior predictive median at the
+held-out target runs) and mean log predictive density against the compute spent (sum of the costs of every run
+fitted so far). Strategies:
+
+- ``ours``: :func:`bayescale.next_runs` (k=1; expected reduction of the target's posterior variance per unit cost,
+  importance-reweighted fantasies), target = the held-out runs;
+- ``random`` (several seeds), ``cheapest`` (cheapest first), ``grid`` (the pool run nearest to each point of a
+  log-uniform grid of cost between the start and the largest pool run, ascending), ``uncertain`` (the pool run whose
+  outcome is most uncertain: largest predictive sd of log y; NSL-PFN's acquisition).
+
+Suites:
+
+- ``chinchilla``: Epoch AI's Chinchilla runs; pool = runs below 1e21 FLOP, start = the 8 cheapest, acquire 12
+  (20 runs at the end), target = the 23 runs at or above 1e21 FLOP; law ``chinchilla``; cost 6ND.
+- ``ic``: curves of the revisiting benchmark's IC domain with NSL-PFN's protocol: pool = the fit split, start =
+  the 4 smallest x, acquire 5 (9 at the end), target = the held-out split (largest x); law ``M2``; cost x.
+
+Goal: the accuracy the best baseline has at the end (its final RMSLE) reached by ``ours`` with at most half the
+compute that the best baseline needs to first reach it.
+
+Run: ``python -m benchmarks.active_learning [--suites chinchilla,ic] [--curves 8] [--draws 300]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import warnings
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+
+from benchmarks._common import RESULTS_MD, ROOT, update_markdown
+
+OUT = ROOT / "benchmarks" / "results"
+BASELINES = ("random", "cheapest", "grid", "uncertain")
+
+
+def _fit(train: pd.DataFrame, law: str, inputs: dict, draws: int, seed: int):
+    import bayescale as bs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bs.fit(train, law, inputs=inputs, y="y", chains=2, warmup=draws, samples=draws, seed=seed,
+                      progress=False)
+
+
+def _score(fit, target: pd.DataFrame, y_true: np.ndarray, seed: int) -> tuple[float, float]:
+    from bayescale.scoring import rmsle
+
+    _, _, obs = fit.predictive_draws(target, seed=seed)
+    med = np.median(obs, axis=0)
+    lpd = float(np.mean(fit.log_predictive_density(target, y_true)))
+    return float(rmsle(med, y_true)), lpd
+
+
+def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.DataFrame, inputs: list, rng, step: int,
+          grid: np.ndarray, seed: int) -> int:
+    from bayescale.next_runs import next_runs
+
+    cand = pool.loc[avail]
+    if strategy == "random":
+        return int(rng.choice(avail))
+    if strategy == "cheapest":
+        return int(cand["cost"].idxmin())
+    if strategy == "grid":
+        g = np.log(grid[min(step, len(grid) - 1)])
+        return int((np.log(cand["cost"]) - g).abs().idxmin())
+    if strategy == "uncertain":
+        _, _, obs = fit.predictive_draws(cand[inputs], seed=seed)
+        sd = np.log(np.maximum(obs, 1e-300)).std(axis=0)
+        return int(cand.index[int(np.argmax(sd))])
+    if strategy == "ours":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = next_runs(fit, cand[inputs + ["cost"]].assign(pool_idx=cand.index), target=target_q, k=1,
+                              seed=seed, n_outcomes=32, max_draws=600)
+        return int(table.iloc[0]["pool_idx"])
+    raise ValueError(strategy)
+
+
+def replay(pool: pd.DataFrame, start: list, n_acquire: int, target: pd.DataFrame, y_true: np.ndarray,
+           target_q: pd.DataFrame, law: str, inputs: list, strategy: str, seed: int, draws: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    chosen = list(start)
+    avail = [i for i in pool.index if i not in chosen]
+    lo, hi = pool.loc[start, "cost"].max(), pool["cost"].max()
+    grid = np.geomspace(lo, hi, n_acquire + 1)[1:]
+    steps = []
+    for step in range(n_acquire + 1):
+        train = pool.loc[chosen]
+        fit = _fit(train, law, {k: k for k in inputs}, draws, seed + step)
+        err, lpd = _score(fit, target, y_true, seed)
+        steps.append({"n": len(chosen), "compute": float(train["cost"].sum()), "rmsle": err, "lpd": lpd,
+                      "ok": bool(fit.ok), "last": int(chosen[-1])})
+        if step == n_acquire or not avail:
+            break
+        i = _pick(strategy, fit, pool, avail, target_q, inputs, rng, step, grid, seed + step)
+        chosen.append(i)
+        avail.remove(i)
+    return steps
+
+
+def compute_to_reach(steps: list[dict], threshold: float) -> float:
+    """Compute spent when the error first falls to ``threshold`` or below (inf if never)."""
+    for s in steps:
+        if s["rmsle"] <= threshold * (1 + 1e-12):
+            return s["compute"]
+    return float("inf")
+
+
+def _goal(traces: dict) -> dict:
+    """traces: strategy -> list of step lists (one per seed). Threshold = best baseline's final error."""
+    finals = {s: float(np.median([t[-1]["rmsle"] for t in tr])) for s, tr in traces.items()}
+    base = {s: v for s, v in finals.items() if s != "ours"}
+    best_name = min(base, key=base.get)
+    thr = base[best_name]
+    reach = {s: float(np.median([compute_to_reach(t, thr) for t in tr])) for s, tr in traces.items()}
+    base_reach = {s: v for s, v in reach.items() if s != "ours"}
+    best_reach_name = min(base_reach, key=base_reach.get)
+    ratio = reach["ours"] / base_reach[best_reach_name] if np.isfinite(reach["ours"]) else float("inf")
+    return {"threshold_rmsle": thr, "threshold_from": best_name, "final_rmsle": finals, "compute_to_reach": reach,
+            "best_baseline": best_reach_name, "ratio_ours_to_best": ratio, "met": bool(ratio <= 0.5)}
+
+
+def suite_chinchilla(draws: int, seeds: int, log) -> dict:
+    import bayescale as bs
+
+    runs = bs.datasets.chinchilla().rename(columns={"loss": "y"})
+    runs["cost"] = runs["C"]
+    pool = runs[runs["C"] < 1e21].reset_index(drop=True)
+    target = runs[runs["C"] >= 1e21].reset_index(drop=True)
+    start = list(pool["cost"].nsmallest(8).index)
+    traces = {}
+    for strat in ("ours", *BASELINES):
+        traces[strat] = []
+        for s in range(seeds if strat == "random" else 1):
+            t0 = time.perf_counter()
+            tr = replay(pool, start, 12, target[["N", "D"]], target["y"].to_numpy(), target[["N", "D"]], "chinchilla",
+                        ["N", "D"], strat, 100 * s, draws)
+            traces[strat].append(tr)
+            log(f"chinchilla {strat} seed {s}: final RMSLE {tr[-1]['rmsle']:.4f} at compute {tr[-1]['compute']:.3g} "
+                f"({time.perf_counter() - t0:.0f} s)")
+    return {"traces": traces, "goal": _goal(traces), "pool": len(pool), "targets": len(target), "start": len(start),
+            "acquire": 12, "law": "chinchilla", "cost": "6ND"}
+
+
+def suite_ic(draws: int, seeds: int, n_curves: int, log) -> dict:
+    import bayescale as bs
+
+    data = bs.datasets.revisiting()
+    ic = data[data["domain"] == "IC"]
+    curves = sorted(ic["curve"].unique())
+    rng = np.random.default_rng(0)
+    pick = [curves[i] for i in sorted(rng.choice(len(curves), size=min(n_curves, len(curves)), replace=False))]
+    per_curve = {}
+    for c in pick:
+        cur = ic[ic["curve"] == c]
+        pool = cur[cur["train"]][["x", "y"]].drop_duplicates("x").sort_values("x").reset_index(drop=True)
+        pool["cost"] = pool["x"]
+        target = cur[~cur["train"]][["x", "y"]].reset_index(drop=True)
+        if len(pool) < 9 or len(target) == 0:
+            continue
+        tq = pd.DataFrame({"x": np.quantile(target["x"], np.linspace(0, 1, 16))})
+        start = list(range(4))
+        traces = {}
+        for strat in ("ours", *BASELINES):
+            traces[strat] = []
+            for s in range(seeds if strat == "random" else 1):
+                traces[strat].append(replay(pool, start, 5, target[["x"]], target["y"].to_numpy(), tq, "M2", ["x"],
+                                            strat, 100 * s, draws))
+        g = _goal(traces)
+        per_curve[c] = {"traces": traces, "goal": g, "pool": len(pool), "targets": len(target),
+                        "pool_max_cost": float(pool["cost"].max())}
+        log(f"ic {c}: threshold {g['threshold_rmsle']:.4f}; compute to reach: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in g["compute_to_reach"].items()) + f"; met {g['met']}")
+    ratios = np.array([v["goal"]["ratio_ours_to_best"] for v in per_curve.values()])
+    return {"curves": per_curve, "law": "M2", "cost": "x", "start": 4, "acquire": 5,
+            "summary": {"curves": len(per_curve), "met": int(sum(v["goal"]["met"] for v in per_curve.values())),
+                        "ours_reached": int(np.isfinite(ratios).sum()),
+                        "median_ratio": float(np.median(ratios)) if len(ratios) else float("nan")}}
+
+
+def _plot(result: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    suites = [s for s in ("chinchilla", "ic") if s in result["suites"]]
+    fig, axes = plt.subplots(1, len(suites), figsize=(6.2 * len(suites), 4.2), squeeze=False)
+    colors = {"ours": "C3", "random": "0.5", "cheapest": "C0", "grid": "C2", "uncertain": "C1"}
+    for ax, name in zip(axes[0], suites):
+        r = result["suites"][name]
+        if name == "chinchilla":
+            for strat, trs in r["traces"].items():
+                for j, tr in enumerate(trs):
+                    ax.plot([s["compute"] for s in tr], [s["rmsle"] for s in tr], "o-", ms=3, color=colors[strat],
+                            alpha=1 if strat != "random" else 0.5, lw=2 if strat == "ours" else 1,
+                            label=strat if j == 0 else None)
+            ax.axhline(r["goal"]["threshold_rmsle"], color="k", ls=":", lw=1, label="threshold (best baseline, end)")
+            ax.set_title(f"Chinchilla: start {r['start']} cheapest, +{r['acquire']} runs; target: {r['targets']} runs >= 1e21 FLOP",
+                         fontsize=9)
+            ax.set_xlabel("compute spent on pilot runs (FLOP)")
+        else:
+            # median over curves of the error after each acquisition, against median compute / pool max
+            for strat in ("ours", *BASELINES):
+                comp, err = [], []
+                for c in r["curves"].values():
+                    tr = c["traces"][strat][0]
+                    comp.append([s["compute"] / c["pool_max_cost"] for s in tr])
+                    err.append([s["rmsle"] for s in tr])
+                n = min(map(len, comp))
+                ax.plot(np.median([x[:n] for x in comp], axis=0), np.median([e[:n] for e in err], axis=0), "o-",
+                        ms=3, color=colors[strat], lw=2 if strat == "ours" else 1, label=strat)
+            s = r["summary"]
+            ax.set_title(f"IC curves ({s['curves']}), M2: 4 smallest x, +5; median over curves", fontsize=9)
+            ax.set_xlabel("compute spent / largest pool run (sum of x)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylabel("RMSLE at the held-out targets")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _markdown(result: dict) -> str:
+    lines = ["<!-- decisions:start -->", "## Active learning: which pilot run next (replay on real data)", "",
+             f"`{result['command']}` on {result['machine']}, {result['timestamp']}; NUTS 2 chains x ({result['draws']} "
+             f"warm-up + {result['draws']} draws) per refit, {result['seeds']} seeds for random; "
+             f"{result['elapsed_s']:.0f} s. Raw numbers: `benchmarks/results/active_learning.json`; figure "
+             "`benchmarks/results/active_learning.png`.", "",
+             "Compute = sum of the costs of every run fitted so far (start included). Threshold = the final RMSLE of the "
+             "best baseline; \"compute to reach\" = compute when a strategy's RMSLE first falls to the threshold. "
+             "Goal: ours <= 0.5 x the best baseline's compute.", ""]
+    if "chinchilla" in result["suites"]:
+        g = result["suites"]["chinchilla"]["goal"]
+        lines += ["### Chinchilla (start 8 cheapest, +12 runs, target: the 23 runs >= 1e21 FLOP)", "",
+                  "| strategy | final RMSLE | compute at the end | compute to reach threshold |", "|---|---|---|---|"]
+        for s, trs in result["suites"]["chinchilla"]["traces"].items():
+            fin = np.median([t[-1]["rmsle"] for t in trs])
+            comp = np.median([t[-1]["compute"] for t in trs])
+            lines.append(f"| {s} | {fin:.4f} | {comp:.3g} | {g['compute_to_reach'][s]:.3g} |")
+        lines += ["", f"Threshold {g['threshold_rmsle']:.4f} (from {g['threshold_from']}); best baseline to reach it: "
+                  f"{g['best_baseline']}; ours / best = {g['ratio_ours_to_best']:.3g} -> goal "
+                  f"**{'met' if g['met'] else 'not met'}**.", ""]
+    if "ic" in result["suites"]:
+        r = result["suites"]["ic"]
+        s = r["summary"]
+        lines += [f"### IC curves, NSL-PFN protocol (start 4 smallest x, +5 runs, target: held-out split; law M2)", "",
+                  "| curve | threshold | ours | random | cheapest | grid | uncertain | ours / best | goal |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for c, v in r["curves"].items():
+            g = v["goal"]
+            ctr = g["compute_to_reach"]
+            lines.append(f"| {c} | {g['threshold_rmsle']:.4f} | " + " | ".join(f"{ctr[k]:.3g}" for k in ("ours", *BASELINES))
+                         + f" | {g['ratio_ours_to_best']:.3g} | {'met' if g['met'] else 'not met'} |")
+        lines += ["", f"Goal met on {s['met']} of {s['curves']} curves; ours reached the threshold on "
+                  f"{s['ours_reached']}; median ratio ours / best baseline {s['median_ratio']:.3g}.", ""]
+    lines += [result.get("verdict", ""), ""]
+    shot = OUT / "report_screenshot.png"
+    if shot.exists():
+        lines += ["### Risk report in a real browser", "",
+                  "`python -m benchmarks.active_learning --screenshot` writes a risk report (Chinchilla runs below 1e21 "
+                  "FLOP, families chinchilla + kaplan, options 70B/1.4T and 35B/2.8T, target loss 2.0) and renders it in "
+                  "headless Chromium: " + result.get("screenshot_check", "") + " Screenshot: "
+                  "[`benchmarks/results/report_screenshot.png`](results/report_screenshot.png).", ""]
+    lines += ["<!-- decisions:end -->"]
+    return "\n".join(lines)
+
+
+def screenshot(draws: int = 300) -> str:
+    import tempfile
+
+    import bayescale as bs
+    from bayescale.report import check_in_browser, risk_report
+
+    runs = bs.datasets.chinchilla()
+    train = runs[runs["C"] < 1e21]
+    folder = tempfile.mkdtemp(prefix="bayescale_report_")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = risk_report(train, "chinchilla", laws=["chinchilla", "kaplan"], inputs={"N": "N", "D": "D"}, y="loss",
+                          options=["70B,1.4T", "35B,2.8T"], target_loss=2.0, out=folder, chains=2, warmup=draws,
+                          samples=draws, seed=0)
+    chk = check_in_browser(rep.files["html"], OUT / "report_screenshot.png")
+    return (f"{chk['images_ok']}/{chk['images']} images decoded, {chk['script_errors']} script errors, "
+            f"{chk['img_tags_with_data']} embedded PNGs in the DOM (fits: 2 chains x ({draws} + {draws})).")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--suites", default="chinchilla,ic")
+    ap.add_argument("--curves", type=int, default=8)
+    ap.add_argument("--draws", type=int, default=300)
+    ap.add_argument("--seeds", type=int, default=3, help="random-strategy seeds")
+    ap.add_argument("--screenshot", action="store_true",
+                    help="only: write a risk report, check it in headless Chromium, save the screenshot, and redo the "
+                         "RESULTS.md section from the saved JSON")
+    args = ap.parse_args(argv)
+    if args.screenshot:
+        path = OUT / "active_learning.json"
+        result = json.loads(path.read_text()) if path.exists() else {"suites": {}, "command": "", "machine": "",
+                                                                     "timestamp": "", "draws": 0, "seeds": 0, "elapsed_s": 0}
+        result["screenshot_check"] = screenshot(args.draws)
+        path.write_text(json.dumps(result, indent=1, default=float))
+        update_markdown(RESULTS_MD, _markdown(result), "<!-- decisions:start -->", "<!-- decisions:end -->")
+        print(result["screenshot_check"])
+        return result
+    t0 = time.perf_counter()
+
+    def log(msg):
+        print(msg, flush=True)
+
+    import sys
+
+    result = {"command": "python -m benchmarks.active_learning " + " ".join(sys.argv[1:] if argv is None else argv),
+              "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "machine": f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores, shared)",
+              "draws": args.draws, "seeds": args.seeds, "suites": {}}
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    path = OUT / "active_learning.json"
+    if path.exists():  # keep the browser check of an earlier --screenshot run
+        result["screenshot_check"] = json.loads(path.read_text()).get("screenshot_check", "")
+    for name in suites:
+        if name == "chinchilla":
+            result["suites"]["chinchilla"] = suite_chinchilla(args.draws, args.seeds, log)
+        elif name == "ic":
+            result["suites"]["ic"] = suite_ic(args.draws, max(1, args.seeds - 1), args.curves, log)
+        else:
+            raise SystemExit(f"unknown suite {name!r}")
+        result["elapsed_s"] = time.perf_counter() - t0
+        path.write_text(json.dumps(result, indent=1, default=float))  # partial results survive an interruption
+    verdict = []
+    if "chinchilla" in result["suites"]:
+        g = result["suites"]["chinchilla"]["goal"]
+        verdict.append(f"Chinchilla: goal {'met' if g['met'] else 'not met'} (ours needs {g['ratio_ours_to_best']:.3g}x "
+                       f"the compute of {g['best_baseline']}).")
+    if "ic" in result["suites"]:
+        s = result["suites"]["ic"]["summary"]
+        verdict.append(f"IC: goal met on {s['met']}/{s['curves']} curves (median ratio {s['median_ratio']:.3g}).")
+    result["verdict"] = "**Verdict:** " + " ".join(verdict)
+    result["elapsed_s"] = time.perf_counter() - t0
+    path.write_text(json.dumps(result, indent=1, default=float))
+    _plot(result, OUT / "active_learning.png")
+    update_markdown(RESULTS_MD, _markdown(result), "<!-- decisions:start -->", "<!-- decisions:end -->")
+    log(result["verdict"])
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Compute-optimal allocation: analytic Chinchilla optimum, numeric solver against the closed form, custom costs,
+bad inputs, the frontier plot."""
+
+import numpy as np
+import pytest
+
+import bayescale as bs
+from bayescale.allocation import compute_optimal, law_draws, plot_frontier
+
+# Hoffmann et al.'s published fit (approach 3)
+E, A, ALPHA, B, BETA = 1.69, 406.4, 0.34, 410.7, 0.28
+BUDGETS = np.array([1e19, 1e21, 1e23, 1e25])
+
+
+def analytic(E, A, alpha, B, beta, C):
+    G = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
+    n = G * (C / 6) ** (beta / (alpha + beta))
+    d = C / (6 * n)
+    return n, d, E + A / n**alpha + B / d**beta
+
+
+@pytest.fixture(scope="module")
+def known():
+    """Five 'posterior draws' of the Chinchilla law at known, slightly different parameters."""
+    rng = np.random.default_rng(1)
+    p = {"E": E + rng.normal(0, 0.02, 5), "A": A * np.exp(rng.normal(0, 0.1, 5)), "alpha": ALPHA + rng.normal(0, 0.01, 5),
+         "B": B * np.exp(rng.normal(0, 0.1, 5)), "beta": BETA + rng.normal(0, 0.01, 5)}
+    draws = law_draws("chinchilla", {"E": p["E"], "a": np.log(p["A"]), "alpha": p["alpha"], "b": np.log(p["B"]),
+                                     "beta": p["beta"]})
+    return p, draws
+
+
+@pytest.mark.parametrize("method", ["closed", "numeric"])
+def test_recovers_analytic_optimum_per_draw(known, method):
+    p, draws = known
+    opt = compute_optimal(draws, BUDGETS, method=method, keep_draws=True)
+    n, d, L = analytic(p["E"][:, None], p["A"][:, None], p["alpha"][:, None], p["B"][:, None], p["beta"][:, None],
+                       BUDGETS[None, :])
+    np.testing.assert_allclose(opt["N_opt_draws"].values, n, rtol=1e-5)
+    np.testing.assert_allclose(opt["D_opt_draws"].values, d, rtol=1e-5)
+    np.testing.assert_allclose(opt["L_opt_draws"].values, L, rtol=1e-9)
+    np.testing.assert_allclose(6 * opt["N_opt_draws"].values * opt["D_opt_draws"].values, np.broadcast_to(BUDGETS, (5, 4)), rtol=1e-9)
+    assert float(opt["at_edge"].max()) == 0.0
+
+
+def test_single_known_law_gives_point_posterior():
+    draws = law_draws("chinchilla", {"E": E, "a": np.log(A), "alpha": ALPHA, "b": np.log(B), "beta": BETA})
+    opt = compute_optimal(draws, BUDGETS)
+    n, d, L = analytic(E, A, ALPHA, B, BETA, BUDGETS)
+    np.testing.assert_allclose(opt["N_opt_median"].values, n, rtol=1e-9)
+    np.testing.assert_allclose(opt["N_opt_lower"].values, np.broadcast_to(n, (2, 4)), rtol=1e-9)
+    np.testing.assert_allclose(opt["tokens_per_param_median"].values, d / n, rtol=1e-9)
+    assert opt.attrs["method"] == "closed"
+
+
+def test_numeric_matches_closed_form_on_a_fit(chinchilla_fit):
+    closed = compute_optimal(chinchilla_fit, BUDGETS, keep_draws=True, max_draws=300)
+    numeric = compute_optimal(chinchilla_fit, BUDGETS, keep_draws=True, max_draws=300, method="numeric")
+    assert closed.attrs["method"] == "closed" and numeric.attrs["method"] == "numeric"
+    np.testing.assert_allclose(numeric["N_opt_draws"].values, closed["N_opt_draws"].values, rtol=1e-4)
+    np.testing.assert_allclose(numeric["L_opt_draws"].values, closed["L_opt_draws"].values, rtol=1e-9)
+    # a posterior, not a point: intervals nest around the median
+    for v in ("N_opt", "D_opt", "L_opt"):
+        lo, hi, med = closed[f"{v}_lower"], closed[f"{v}_upper"], closed[f"{v}_median"]
+        assert (lo.sel(level=0.95) <= lo.sel(level=0.8)).all() and (lo.sel(level=0.8) <= med).all()
+        assert (med <= hi.sel(level=0.8)).all() and (hi.sel(level=0.8) <= hi.sel(level=0.95)).all()
+        assert (hi.sel(level=0.95) > lo.sel(level=0.95)).all()
+
+
+def test_custom_cost_is_a_rescaled_budget(known):
+    _, draws = known
+    twice = compute_optimal(draws, BUDGETS, cost=lambda n, d: 12.0 * n * d, keep_draws=True)
+    half = compute_optimal(draws, BUDGETS / 2, keep_draws=True)
+    assert twice.attrs["method"] == "numeric"
+    np.testing.assert_allclose(twice["N_opt_draws"].values, half["N_opt_draws"].values, rtol=1e-4)
+    np.testing.assert_allclose(twice["L_opt_draws"].values, half["L_opt_draws"].values, rtol=1e-8)
+
+
+def test_numeric_optimum_of_kaplan_is_a_minimum():
+    draws = law_draws("kaplan", {"m": np.log(3.0), "w": 0.4, "alphaN": 0.076, "alphaD": 0.095})
+    opt = compute_optimal(draws, BUDGETS, keep_draws=True)
+    n, L = opt["N_opt_draws"].values[0], opt["L_opt_draws"].values[0]
+    for f in (0.98, 1.02):
+        comp = draws.components[0]
+        other = comp.mean({"N": n * f, "D": BUDGETS / (6 * n * f)})[0]
+        assert np.all(other >= L)
+
+
+def test_bad_inputs(known):
+    _, draws = known
+    with pytest.raises(bs.BayescaleError, match="N and D"):
+        compute_optimal(law_draws("M2", {"eps_inf": 0.1, "a": 0.0, "c": 0.3}), [1e20])
+    for bad in ([0.0], [-1e20], [np.nan], []):
+        with pytest.raises(bs.BayescaleError, match="budgets"):
+            compute_optimal(draws, bad)
+    with pytest.raises(bs.BayescaleError, match="method"):
+        compute_optimal(draws, [1e20], method="newton")
+    with pytest.raises(bs.BayescaleError, match="cost"):
+        compute_optimal(draws, [1e20], cost="6ND")
+    with pytest.raises(bs.BayescaleError, match="closed form"):
+        compute_optimal(law_draws("kaplan", {"m": 1.0, "w": 0.4, "alphaN": 0.07, "alphaD": 0.09}), [1e20], method="closed")
+    with pytest.raises(TypeError, match="Fit"):
+        compute_optimal({"E": 1.0}, [1e20])
+
+
+def test_plot_frontier(known, tmp_path):
+    _, draws = known
+    opt = compute_optimal(draws, np.geomspace(1e19, 1e25, 7))
+    ax = plot_frontier(opt, path=tmp_path / "frontier.png", levels=[0.8], show=("N", "D", "L"))
+    assert (tmp_path / "frontier.png").stat().st_size > 0
+    assert len(ax.lines) >= 3
+    with pytest.raises(bs.BayescaleError, match="levels"):
+        plot_frontier(opt, levels=[0.5])

@@ -1,0 +1,123 @@
+"""Next-run selection: prefers the informative run, greedy batches within a budget, targets, CLI, bad inputs."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayescale as bs
+from bayescale.allocation import posterior_draws
+from bayescale.cli import main
+from bayescale.next_runs import candidate_grid, next_runs
+
+TARGET = {"N": 7e10, "D": 1.4e12}
+
+
+@pytest.fixture(scope="module")
+def hand_made(chinchilla_runs):
+    """A duplicate of an existing (small) run and a run beyond the data, toward the target; equal costs."""
+    dup = chinchilla_runs.iloc[0]
+    return pd.DataFrame({"params": [dup["params"], 4e9], "tokens": [dup["tokens"], 4e11], "cost": [1.0, 1.0],
+                         "name": ["duplicate", "beyond"]})
+
+
+def test_prefers_run_beyond_the_data_over_a_duplicate(chinchilla_fit, hand_made):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = next_runs(chinchilla_fit, hand_made, target=TARGET, k=1, seed=0)
+    assert table.iloc[0]["name"] == "beyond" and table.iloc[0]["chosen"] and table.iloc[0]["batch"] == 1
+    by = table.set_index("name")
+    assert by.loc["beyond", "expected_var_reduction"] > 3 * max(by.loc["duplicate", "expected_var_reduction"], 0)
+    assert by.loc["beyond", "expected_sd_after"] < by.loc["beyond", "target_sd"]
+    assert not by.loc["duplicate", "chosen"]
+    # the variance now is the variance of the log mean curve at the target over the posterior draws
+    d = posterior_draws(chinchilla_fit, max_draws=1000)
+    direct = np.log(d.mean(pd.DataFrame([TARGET]))).var(axis=0).mean()
+    assert table.attrs["var_before"] == pytest.approx(direct, rel=1e-9)
+    assert ((table["ess_median"] > 1) & (table["ess_median"] <= d.size + 1e-9)).all()
+    # the most-uncertain-point column: a run beyond the data is more uncertain than a duplicate of a fitted one
+    assert by.loc["beyond", "candidate_sd"] > by.loc["duplicate", "candidate_sd"]
+
+
+def test_cost_changes_the_choice(chinchilla_fit, hand_made):
+    cands = hand_made.assign(cost=[1.0, 1e6])   # the informative run is now a million times dearer
+    table = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0)
+    by = table.set_index("name")
+    assert by.loc["beyond", "expected_var_reduction"] > by.loc["duplicate", "expected_var_reduction"]
+    # score = expected reduction less its Monte Carlo error, per unit cost
+    expect = np.maximum(table["expected_var_reduction"] - table["reduction_se"], 0) / table["cost"]
+    np.testing.assert_allclose(table["score"], expect)
+    assert by.loc["beyond", "score"] < by.loc["beyond", "expected_var_reduction"] / 1e5
+
+
+def test_greedy_batch_and_budget(chinchilla_fit):
+    grid = candidate_grid(params=np.geomspace(1e7, 4e9, 4), tokens=np.geomspace(1e9, 4e11, 4))
+    assert len(grid) == 16
+    table = next_runs(chinchilla_fit, grid, target="compute_optimal=1e23", k=3, seed=1, n_outcomes=16)
+    chosen = table[table["chosen"]]
+    assert list(chosen["batch"]) == [1, 2, 3] and len(chosen.drop_duplicates(["params", "tokens"])) == 3
+    np.testing.assert_allclose(table["cost"], 6 * table["params"] * table["tokens"])
+    assert table.attrs["target"] == "compute_optimal"
+    budget = float(np.sort(table["cost"])[2])
+    within = next_runs(chinchilla_fit, grid, target=TARGET, k=5, budget=budget, seed=1, n_outcomes=16)
+    assert within.loc[within["chosen"], "cost"].sum() <= budget
+    assert within.attrs["batch_cost"] == pytest.approx(within.loc[within["chosen"], "cost"].sum())
+
+
+def test_same_seed_same_answer(chinchilla_fit, hand_made):
+    a = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=3, n_outcomes=8)
+    b = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=3, n_outcomes=8)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_bad_inputs(chinchilla_fit, hand_made):
+    with pytest.raises(bs.BayescaleError, match="tokens"):
+        next_runs(chinchilla_fit, hand_made.drop(columns="tokens"), target=TARGET)
+    with pytest.raises(bs.BayescaleError, match="cost"):
+        next_runs(chinchilla_fit, hand_made.assign(cost=[1.0, -1.0]), target=TARGET)
+    with pytest.raises(bs.BayescaleError, match="cost column"):
+        next_runs(chinchilla_fit, hand_made, target=TARGET, cost="price")
+    with pytest.raises(bs.BayescaleError, match="k"):
+        next_runs(chinchilla_fit, hand_made, target=TARGET, k=0)
+    with pytest.raises(bs.BayescaleError, match="budget"):
+        next_runs(chinchilla_fit, hand_made, target=TARGET, budget=-1.0)
+    with pytest.raises(bs.BayescaleError, match="method"):
+        next_runs(chinchilla_fit, hand_made, target=TARGET, method="bald")
+    with pytest.raises(bs.BayescaleError, match="target"):
+        next_runs(chinchilla_fit, hand_made, target=None)
+    with pytest.raises(bs.BayescaleError, match="compute_optimal"):
+        next_runs(chinchilla_fit, hand_made, target="compute_optimal=lots")
+    with pytest.raises(bs.BayescaleError, match="empty"):
+        next_runs(chinchilla_fit, hand_made.iloc[:0], target=TARGET)
+    with pytest.raises(bs.BayescaleError, match="law="):
+        next_runs(pd.DataFrame({"N": [1.0]}), hand_made, target=TARGET)
+
+
+def test_pfn_method_guarded(chinchilla_fit, hand_made):
+    try:
+        from bayescale import pfn
+        ready = pfn.available()
+    except ImportError:
+        ready = False
+    if ready:
+        pytest.skip("the PFN is available: its route is exercised by the PFN's own tests")
+    with pytest.raises((bs.BayescaleError, ImportError)):
+        next_runs(pd.DataFrame({"x": [1.0, 2.0], "y": [1.0, 0.9]}), {"x": [4.0]}, target={"x": [8.0]}, method="pfn",
+                  x="x", y="y")
+
+
+def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
+    path = tmp_path / "runs.csv"
+    chinchilla_runs.to_csv(path, index=False)
+    out = tmp_path / "ranked.csv"
+    rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
+               "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--k", "2", "--chains", "2", "--warmup", "300",
+               "--samples", "300", "--quiet", "--outcomes", "8", "--out", str(out)])
+    assert rc == 0
+    ranked = pd.read_csv(out)
+    assert len(ranked) == 6 and ranked["chosen"].sum() == 2
+    assert "posterior sd of log loss" in capsys.readouterr().out
+    rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
+               "--chains", "2", "--warmup", "300", "--samples", "300", "--quiet"])
+    assert rc == 2 and "--candidates" in capsys.readouterr().err
