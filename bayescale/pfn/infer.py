@@ -31,7 +31,7 @@ __all__ = ["PFNWeightsError", "Predictive", "available", "load", "predict", "pre
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_WEIGHTS = "pfn_small"
-RETRAIN = "bayescale pfn train --config small --out bayescale/pfn/weights"
+RETRAIN = f"bayescale pfn train --config small --out {WEIGHTS_DIR}"
 QUERY_CHUNK = 64  # queries per forward pass (the context is repeated for each chunk)
 CURVE_CHUNK = 64  # rows per compiled call
 DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)

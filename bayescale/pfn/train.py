@@ -6,9 +6,9 @@ Each step draws a fresh batch of prior curves (float64), normalises them on thei
 AdamW step (optax: global-norm clipping at 1, linear warm-up then cosine decay) on the mean negative log density
 of the target points under the bar distribution. The network itself runs in float32. Every ``val_every`` steps
 the NLL on held-out prior draws (seeds disjoint from training) is measured; the best weights so far are written to
-``DIR/pfn_<config>.npz`` + ``.json`` (config, bin borders' source, step, validation NLL, training time and
-hardware, sha256 of the ``.npz``), and a resumable checkpoint (weights, optimizer state, step) to
-``DIR/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at ``--steps`` or
+``DIR/pfn_<config>.npz`` + ``.json`` (config, step, validation NLL and its history, training time and hardware,
+sha256 of the ``.npz``; the bin borders are in the ``.npz``), and a resumable checkpoint (weights, optimizer state,
+step) to ``DIR/train_state/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at ``--steps`` or
 after ``--max-minutes`` of wall clock, whichever comes first (the learning-rate schedule is set by ``--steps``).
 """
 
@@ -37,11 +37,13 @@ VAL_SEED = 10_000_000  # validation draws use seeds from here on; training uses 
 FORMAT = "bayescale-pfn/1"
 
 
-def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: int = BORDER_SEED) -> np.ndarray:
+def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: int = BORDER_SEED,
+                    families=FAMILIES) -> np.ndarray:
     """Bin borders: quantiles of normalised target values of ``n_curves`` prior curves (clipped to +-Z_CLIP)."""
     zs = []
-    for i in range(max(1, n_curves // 2048)):
-        d = _sample(jax.random.PRNGKey(seed + i), 2048, n_points, "mixed", FAMILIES, 0.15, 0.5)
+    per = min(2048, n_curves)
+    for i in range(max(1, n_curves // per)):
+        d = _sample(jax.random.PRNGKey(seed + i), per, n_points, "mixed", families, 0.15, 0.5)
         _, z, _ = normalize(d["t"], d["y"], d["ctx"])
         zs.append(np.clip(np.asarray(z)[np.asarray(d["target"])], -Z_CLIP, Z_CLIP))
     z = np.concatenate(zs)
@@ -52,8 +54,8 @@ def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: 
     return b
 
 
-def validation_batches(n_points: int, n_batches: int = 4, batch: int = 256, split: str = "mixed"):
-    return [_sample(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, FAMILIES, 0.15, 0.5)
+def validation_batches(n_points: int, n_batches: int = 4, batch: int = 256, split: str = "mixed", families=FAMILIES):
+    return [_sample(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, families, 0.15, 0.5)
             for i in range(n_batches)]
 
 
@@ -137,9 +139,13 @@ def save_weights(model, cfg: PFNConfig, borders, path_npz: Path, meta: dict) -> 
 
 def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_minutes: float | None = None,
           out="pfn_out", resume: bool = False, seed: int = 0, val_every: int = 250, n_val_batches: int = 4,
-          progress: bool = True, log=print) -> dict:
+          val_batch: int = 256, border_curves: int = 32768, families=None, progress: bool = True,
+          log=print) -> dict:
     """Train (or resume) and return the metadata of the best weights written (see the module docstring)."""
     name = config if isinstance(config, str) else "custom"
+    fams = FAMILIES if families is None else tuple(f for f in FAMILIES if f in families)
+    if not fams:
+        raise ValueError(f"families must name some of {list(FAMILIES)}")
     if isinstance(config, str):
         if config not in CONFIGS:
             raise ValueError(f"unknown PFN config {config!r}; choose one of {sorted(CONFIGS)}")
@@ -151,18 +157,23 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
         raise ValueError(f"--steps must be >= 1, got {total}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    best_path, ckpt_path = out / f"pfn_{name}.npz", out / f"pfn_{name}.ckpt.npz"
+    best_path, ckpt_path = out / f"pfn_{name}.npz", out / "train_state" / f"pfn_{name}.ckpt.npz"
+    ckpt_path.parent.mkdir(exist_ok=True)
 
     key = jax.random.PRNGKey(seed)
     model = PFN(cfg, jax.random.fold_in(key, 1))
-    opt = _optimizer(cfg, total)
-    opt_state = opt.init(eqx.filter(model, eqx.is_array))
-    start, elapsed, best, history = 0, 0.0, float("inf"), []
+    start, elapsed, best, history, meta = 0, 0.0, float("inf"), [], None
     if resume:
         if not ckpt_path.exists():
             raise FileNotFoundError(f"--resume: no checkpoint {ckpt_path}; start without --resume")
         with np.load(ckpt_path, allow_pickle=False) as ck:
             meta = json.loads(str(ck["meta"]))
+        total = int(steps if steps is not None else meta["total"])
+    # the schedule follows the (possibly changed) total; the optimizer's step count carries over on resume
+    opt = _optimizer(cfg, total)
+    opt_state = opt.init(eqx.filter(model, eqx.is_array))
+    if resume:
+        with np.load(ckpt_path, allow_pickle=False) as ck:
             if meta["config"] != cfg.to_dict():
                 raise ValueError(f"checkpoint {ckpt_path} was made with another config: {meta['config']}")
             n_m = meta["n_model"]
@@ -171,17 +182,16 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
         model = _load_arrays(model, arrs[:n_m])
         opt_state = _load_arrays(opt_state, arrs[n_m:])
         start, elapsed, best, history = meta["step"], meta["elapsed"], meta["best"], meta["history"]
-        total = int(steps if steps is not None else meta["total"])
         log(f"resumed from {ckpt_path} at step {start} (best validation NLL {best:.4f})")
     else:
-        borders = compute_borders(cfg.n_bins, cfg.n_points)
+        borders = compute_borders(cfg.n_bins, cfg.n_points, n_curves=border_curves, families=fams)
     b32 = jnp.asarray(borders, jnp.float32)
-    val = [_prep(d) for d in validation_batches(cfg.n_points, n_val_batches)]
+    val = [_prep(d) for d in validation_batches(cfg.n_points, n_val_batches, val_batch, families=fams)]
     log(f"PFN config {name}: {n_params(model):,} parameters; {total} steps of {cfg.batch} curves x {cfg.n_points} points")
 
     @eqx.filter_jit
     def step_fn(model, opt_state, k):
-        d = _sample(k, cfg.batch, cfg.n_points, "mixed", FAMILIES, 0.15, 0.5)
+        d = _sample(k, cfg.batch, cfg.n_points, "mixed", fams, 0.15, 0.5)
         u, z, ctx, target = _prep(d)
         loss, grads = eqx.filter_value_and_grad(_nll)(model, b32, u, z, ctx, target)
         updates, opt_state = opt.update(grads, opt_state, eqx.filter(model, eqx.is_array))
@@ -209,6 +219,9 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
 
         bar = tqdm(total=total, initial=start, desc=f"PFN {name}", unit="step", mininterval=5.0)
     t0, info, step, ema = time.time() - elapsed, None, start, None
+    if start == 0:
+        history.append([0, 0.0, None, validate(model)])
+        log(f"step 0/{total}  val NLL {history[-1][3]:.4f} (untrained)")
     while step < total:
         model, opt_state, loss = step_fn(model, opt_state, jax.random.fold_in(key, 1_000_000 + step))
         step += 1
@@ -229,7 +242,9 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
                 info = save_weights(model, cfg, borders, best_path, {
                     "config_name": name, "step": step, "total_steps": total, "val_nll": v,
                     "train_seconds": round(elapsed, 1), "hardware": hardware(), "seed": seed,
-                    "val_draws": f"{n_val_batches} x 256 prior curves (seeds {VAL_SEED}+), normalised-z NLL per target"})
+                    "families": list(fams),
+                    "val_draws": f"{n_val_batches} x {val_batch} prior curves (seeds {VAL_SEED}+), normalised-z NLL per target",
+                    "history": "[step, seconds, train NLL (EMA), validation NLL]", "history_rows": history})
             checkpoint(step)
             log(f"step {step}/{total}  train {history[-1][2]:.4f}  val NLL {v:.4f}  best {best:.4f}  "
                 f"{elapsed / 60:.1f} min")
@@ -241,5 +256,5 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
     if info is None and best_path.exists():
         info = json.loads(best_path.with_suffix(".json").read_text())
     hist = {"history": history}
-    (out / f"pfn_{name}.history.json").write_text(json.dumps(hist) + "\n")
+    (ckpt_path.parent / f"pfn_{name}.history.json").write_text(json.dumps(hist) + "\n")
     return info
