@@ -412,13 +412,22 @@ def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=N
                      f"to narrow the options' predicted loss most per unit cost: the posterior sd of log loss at the "
                      f"options (mean-curve uncertainty, averaged over options) is expected to go from {sd0:.4f} to "
                      f"{sd1:.4f} ({narrow:.0%} narrower; importance-sampling ESS {best['ess_median']:.0f}).")
+        top = nr.loc[nr["expected_var_reduction"].idxmax()]
+        if top["expected_var_reduction"] > best["expected_var_reduction"]:
+            where_top = ", ".join(f"{c}={_fmt_size(float(top[c]))}" for c in inp_cols)
+            next_info["most_informative"] = {**{c: float(top[c]) for c in inp_cols}, "cost": float(top["cost"]),
+                                             "target_sd_after": float(top["expected_sd_after"]),
+                                             "narrowing": 1 - float(top["expected_sd_after"]) / sd0 if sd0 > 0 else 0.0}
+            next_text += (f" Regardless of cost, the most informative candidate is {where_top} (cost {top['cost']:.3g}):"
+                          f" expected sd {float(top['expected_sd_after']):.4f} "
+                          f"({next_info['most_informative']['narrowing']:.0%} narrower).")
         if "warning" in nr.attrs:
             next_text += " Caution: " + nr.attrs["warning"]
     gate = _gate(fits)
     bad = [n for n, g in gate.items() if not g["ok"]]
     gate_text = ("All fits passed their diagnostics (r-hat <= 1.01, enough effective draws, no divergences, "
                  "E-BFMI >= 0.3)." if not bad else
-                 "WARNING: " + "; ".join(f"the {n} fit failed its diagnostics ({' '.join(gate[n]['warnings'])})"
+                 "WARNING: " + "; ".join(f"the {n} fit failed its diagnostics ({'; '.join(gate[n]['warnings'])})"
                                          for n in bad) + ". The numbers below are not reliable until it is refitted "
                  "(more warm-up and draws) and passes.")
     definitions = ("Predicted loss of the run itself (posterior predictive, run-to-run noise included). "
