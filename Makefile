@@ -21,6 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/bayescale demo --out out
 
 test: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "chromium not installed: the report's browser test will be skipped"
 	JAX_PLATFORMS=cpu $(PY) -m pytest -q
 
 # Slow statistical checks (fuller coverage simulations), deselected from `make test`.

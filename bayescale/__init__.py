@@ -16,9 +16,12 @@ from bayescale.errors import BayescaleError, FitFileError, RunTableError, Unknow
 from bayescale.fit import Fit, FitMany, fit, fit_many, load_fit
 from bayescale.laws import Input, Law, Param, Scales, get_law, list_laws, register_law
 from bayescale.pymc_bridge import fit_pymc
+from bayescale.allocation import compute_optimal, plot_frontier  # noqa: E402  (decisions)
+from bayescale.next_runs import next_runs  # noqa: E402
+from bayescale.report import risk_report  # noqa: E402
 
 __all__ = [
     "Bands", "BayescaleError", "datasets", "Fit", "FitFileError", "FitMany", "Input", "Law", "ModelAverage", "Param",
     "RunTableError", "Scales", "UnknownLawError", "compare", "fit", "fit_many", "fit_pymc", "get_law", "list_laws",
-    "load_fit", "model_average", "register_law",
+    "load_fit", "model_average", "register_law", "compute_optimal", "plot_frontier", "next_runs", "risk_report",
 ]
