@@ -436,9 +436,9 @@ def main(argv=None) -> dict:
     command = "python -m benchmarks.extrapolation " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     written = {}
     for method in methods:
-        load0, t0 = _loadavg(), time.perf_counter()
+        load0, t0, c0 = _loadavg(), time.perf_counter(), time.process_time()
         rows = run_method(args.suite, method, tasks, args.seed, cache, settings, args.boot)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if not rows:
             print(f"{args.suite} {method}: no applicable curves", file=sys.stderr)
             continue
@@ -446,6 +446,7 @@ def main(argv=None) -> dict:
                "settings": {**settings, "draws_kept": DRAWS, "boot": args.boot, "levels": list(LEVELS)},
                "command": command, "machine": machine(), "loadavg_start": load0, "loadavg_end": _loadavg(),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": wall,
+               "cpu_s": cpu,
                "aggregate": aggregate(rows), "curves": rows}
         args.results.mkdir(parents=True, exist_ok=True)
         path = args.results / f"{args.suite}__{method.replace(':', '-')}.json"
