@@ -203,45 +203,51 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed):
 
 
 def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcomes, seed):
+    """The PFN route: a candidate's outcome is sampled from the PFN's predictive and added to the context; the
+    target's variance (log scale) is read off the PFN's predictive quantiles (no sampling noise), averaged over the
+    simulated outcomes. The PFN's update is not an exact Bayesian one, so a "reduction" can come out negative."""
     from bayescale import pfn
 
-    x_ctx = runs[x_col].to_numpy(float)
-    y_ctx = runs[y_col].to_numpy(float)
+    qs = np.linspace(0.005, 0.995, 100)
+    rng = np.random.default_rng(seed)
+
+    def tvar(xc, yc):
+        q = np.asarray(pfn.predictive(xc, yc, target_x, seed=seed).quantile(qs), float)
+        q = q.reshape(len(qs), -1)
+        return float(np.log(np.maximum(q, 1e-300)).var(axis=0).mean())
+
+    x_ctx, y_ctx = runs[x_col].to_numpy(float), runs[y_col].to_numpy(float)
     J = n_outcomes
-
-    def tvar(xc, yc, s):
-        pred = pfn.predictive(xc, yc, target_x, seed=s)
-        smp = np.asarray(pred.sample(256, seed=s), float)
-        return float(np.log(np.maximum(smp, 1e-300)).var(axis=0).mean())
-
-    var0 = tvar(x_ctx, y_ctx, seed)
     worlds = [(x_ctx, y_ctx)] * J
+    var0 = tvar(x_ctx, y_ctx)
+    base_q = np.asarray(pfn.predictive(x_ctx, y_ctx, cand_x, seed=seed).quantile(qs), float).reshape(len(qs), -1)
+    pred_sd = np.log(np.maximum(base_q, 1e-300)).std(axis=0)
     chosen, gains, ess_rows, first = [], [], [], None
     remaining = np.inf if budget is None else float(budget)
-    pred_sd = np.log(np.maximum(np.asarray(pfn.predictive(x_ctx, y_ctx, cand_x, seed=seed).sample(256, seed=seed)),
-                                1e-300)).std(axis=0)
-    for step in range(k):
-        cur = np.mean([tvar(xc, yc, seed + j) for j, (xc, yc) in enumerate(worlds)])
-        exp_var = np.full(len(cand_x), np.nan)
+    for _ in range(k):
+        cur = np.array([tvar(xc, yc) for xc, yc in worlds])                      # (J,)
+        var = np.full((J, len(cand_x)), np.nan)
         outs = np.zeros((J, len(cand_x)))
-        for c, xq in enumerate(cand_x):
-            if c in chosen or costs[c] > remaining:
-                continue
-            vs = []
-            for j, (xc, yc) in enumerate(worlds):
-                yq = float(np.asarray(pfn.predictive(xc, yc, np.array([xq]), seed=seed + 97 * j + c)
-                                      .sample(1, seed=seed + 97 * j + c)).reshape(-1)[0])
-                outs[j, c] = yq
-                vs.append(tvar(np.append(xc, xq), np.append(yc, yq), seed + j))
-            exp_var[c] = np.mean(vs)
+        for j, (xc, yc) in enumerate(worlds):
+            s_j = int(rng.integers(2**31))
+            ys = np.asarray(pfn.predictive(xc, yc, cand_x, seed=s_j).sample(1, seed=s_j), float).reshape(-1)
+            for c, xq in enumerate(cand_x):
+                if c in chosen or costs[c] > remaining:
+                    continue
+                outs[j, c] = ys[c]
+                var[j, c] = tvar(np.append(xc, xq), np.append(yc, ys[c]))
+        per_world = cur[:, None] - var
+        gain = per_world.mean(axis=0)
+        se = per_world.std(axis=0, ddof=1) / np.sqrt(J)
         if first is None:
-            first = {"var_after": exp_var, "gain_se": np.full(len(cand_x), np.nan),
-                     "ess_median": np.full(len(cand_x), np.nan), "ess_min": np.full(len(cand_x), np.nan)}
-        gain = cur - exp_var
-        score = gain / costs
-        if not np.isfinite(score).any():
+            first = {"var_after": var0 - gain, "gain_se": se, "ess_median": np.full(len(cand_x), np.nan),
+                     "ess_min": np.full(len(cand_x), np.nan)}
+        score = np.maximum(gain - se, 0.0) / costs
+        ok = np.isfinite(gain)
+        if not ok.any():
             break
-        best = int(np.nanargmax(score))
+        cand_ok = np.flatnonzero(ok)
+        best = int(cand_ok[np.lexsort((-gain[cand_ok] / costs[cand_ok], -score[cand_ok]))[0]])
         chosen.append(best)
         gains.append(float(gain[best]))
         ess_rows.append(float("nan"))
@@ -306,8 +312,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
             raise BayescaleError("method='pfn' supports point/curve targets only")
         var0, first, chosen, gains, ess_rows, pred_sd = _score_pfn(
             runs, xcol, y, cand["x"].to_numpy(float), spec["x"].to_numpy(float), costs, int(k), budget,
-            max(4, n_outcomes // 2), seed)
-        n_draws = 256
+            max(4, n_outcomes // 4), seed)
+        n_draws = 0
     else:
         if isinstance(fit_or_runs, (Fit, ModelAverage, PosteriorDraws)):
             model = fit_or_runs

@@ -94,17 +94,25 @@ def test_bad_inputs(chinchilla_fit, hand_made):
         next_runs(pd.DataFrame({"N": [1.0]}), hand_made, target=TARGET)
 
 
-def test_pfn_method_guarded(chinchilla_fit, hand_made):
+def test_pfn_method(chinchilla_fit):
     try:
         from bayescale import pfn
         ready = pfn.available()
     except ImportError:
         ready = False
-    if ready:
-        pytest.skip("the PFN is available: its route is exercised by the PFN's own tests")
-    with pytest.raises((bs.BayescaleError, ImportError)):
-        next_runs(pd.DataFrame({"x": [1.0, 2.0], "y": [1.0, 0.9]}), {"x": [4.0]}, target={"x": [8.0]}, method="pfn",
-                  x="x", y="y")
+    curve = pd.DataFrame({"x": np.geomspace(1e6, 1e8, 6)})
+    curve["y"] = 0.3 + 2.0 * curve["x"] ** -0.15
+    cands = {"x": [2e8, 5e8, 1e9]}
+    if not ready:
+        with pytest.raises((bs.BayescaleError, ImportError)):
+            next_runs(curve, cands, target={"x": [1e10]}, method="pfn", x="x", y="y")
+        pytest.skip("the PFN's weights are not available: only the guard was checked")
+    table = next_runs(curve, cands, target={"x": [5e9, 1e10]}, method="pfn", x="x", y="y", k=2, n_outcomes=8, seed=0)
+    assert len(table) == 3 and table["chosen"].sum() == 2 and list(table.loc[table["chosen"], "batch"]) == [1, 2]
+    np.testing.assert_allclose(np.sort(table["cost"]), [2e8, 5e8, 1e9])
+    assert (table["target_sd"] > 0).all() and np.isfinite(table["expected_sd_after"]).all()
+    with pytest.raises(bs.BayescaleError, match="run table"):
+        next_runs(chinchilla_fit, cands, target={"x": [1e10]}, method="pfn")
 
 
 def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
