@@ -243,10 +243,31 @@ def _check_curve(i, x_ctx, y_ctx, x_query):
     return x_ctx, y_ctx, x_query.ravel()
 
 
+def max_context(cfg: PFNConfig) -> int:
+    """Most context points the network sees: training curves had at most ``n_points`` positions in all."""
+    return max(cfg.n_points - 8, MIN_CONTEXT)
+
+
+def _thin(x, y, k):
+    """At most ``k`` context points, evenly spaced in rank of x (the first and last always kept)."""
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if len(x) <= k:
+        return x, y
+    keep = np.unique(np.round(np.linspace(0, len(x) - 1, k)).astype(int))
+    return x[keep], y[keep]
+
+
 def predictive_many(curves, seed: int = 0, weights=None) -> list[Predictive]:
-    """One :class:`Predictive` per ``(x_ctx, y_ctx, x_query)`` in ``curves``, all in a few batched calls."""
+    """One :class:`Predictive` per ``(x_ctx, y_ctx, x_query)`` in ``curves``, all in a few batched calls.
+
+    A curve with more context points than the network was trained on (:func:`max_context`, 40 for ``small``) is
+    thinned to that many, evenly spaced in rank of x, keeping the first and the last run.
+    """
     L = load(weights)
     curves = [_check_curve(i if len(curves) > 1 else None, *c) for i, c in enumerate(curves)]
+    k_max = max_context(L.cfg)
+    curves = [(*_thin(xc, yc, k_max), xq) for xc, yc, xq in curves]
     if not curves:
         return []
     n_ctx_max = max(len(c[0]) for c in curves)
