@@ -130,8 +130,10 @@ def _gate(fits: dict) -> dict:
     return out
 
 
-def _default_candidates(runs: pd.DataFrame, law, n: int = 6) -> pd.DataFrame:
-    """A grid around the pilot runs: each log input from its smallest value to 4x its largest."""
+def _default_candidates(runs: pd.DataFrame, law, n: int | None = None) -> pd.DataFrame:
+    """A grid around the pilot runs: each log input from its smallest value to 4x its largest (6 values per input
+    for several inputs, 12 for one)."""
+    n = n or (12 if len(law.inputs) == 1 else 6)
     axes = {}
     for inp in law.inputs:
         v = runs[inp.name].to_numpy(float)

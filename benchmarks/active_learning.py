@@ -208,18 +208,22 @@ def run_suite(pool, start, n_acquire, max_acquire, target, y_true, target_q, law
     return traces, thr
 
 
-def suite_chinchilla(draws: int, seeds: int, log) -> dict:
+def suite_chinchilla(draws: int, seeds: int, log, simulate: bool = False) -> dict:
     import bayescale as bs
 
     runs = bs.datasets.chinchilla().rename(columns={"loss": "y"})
     runs["cost"] = runs["C"]
+    if simulate:  # the same (N, D) design, y from Hoffmann et al.'s published law with 1% noise: a well-specified world
+        rng = np.random.default_rng(0)
+        runs["y"] = (1.69 + 406.4 / runs["N"] ** 0.34 + 410.7 / runs["D"] ** 0.28) * np.exp(rng.normal(0, 0.01, len(runs)))
     pool = runs[runs["C"] < 1e21].reset_index(drop=True)
     target = runs[runs["C"] >= 1e21].reset_index(drop=True)
     start = list(pool["cost"].nsmallest(8).index)
     traces, _ = run_suite(pool, start, 12, 30, target[["N", "D"]], target["y"].to_numpy(), target[["N", "D"]],
-                          "chinchilla", ["N", "D"], seeds, draws, log, "chinchilla")
+                          "chinchilla", ["N", "D"], seeds, draws, log, "chinchilla_sim" if simulate else "chinchilla")
     return {"traces": traces, "goal": _goal(traces, 12), "pool": len(pool), "targets": len(target),
-            "start": len(start), "acquire": 12, "max_acquire": 30, "law": "chinchilla", "cost": "6ND"}
+            "start": len(start), "acquire": 12, "max_acquire": 30, "law": "chinchilla", "cost": "6ND",
+            "simulated": simulate}
 
 
 def suite_ic(draws: int, seeds: int, n_curves: int, log) -> dict:
@@ -260,19 +264,20 @@ def _plot(result: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    suites = [s for s in ("chinchilla", "ic") if s in result["suites"]]
+    suites = [s for s in ("chinchilla", "chinchilla_sim", "ic") if s in result["suites"]]
     fig, axes = plt.subplots(1, len(suites), figsize=(6.2 * len(suites), 4.2), squeeze=False)
     colors = {"ours": "C3", "random": "0.5", "cheapest": "C0", "grid": "C2", "uncertain": "C1"}
     for ax, name in zip(axes[0], suites):
         r = result["suites"][name]
-        if name == "chinchilla":
+        if name.startswith("chinchilla"):
             for strat, trs in r["traces"].items():
                 for j, tr in enumerate(trs):
                     ax.plot([s["compute"] for s in tr], [s["rmsle"] for s in tr], "o-", ms=3, color=colors[strat],
                             alpha=1 if strat != "random" else 0.5, lw=2 if strat == "ours" else 1,
                             label=strat if j == 0 else None)
             ax.axhline(r["goal"]["threshold_rmsle"], color="k", ls=":", lw=1, label="threshold (best baseline, end)")
-            ax.set_title(f"Chinchilla: start {r['start']} cheapest, +{r['acquire']} runs; target: {r['targets']} runs >= 1e21 FLOP",
+            ax.set_title(("Chinchilla design, simulated losses" if name.endswith("sim") else "Chinchilla (real)")
+                         + f": start {r['start']} cheapest, +{r['acquire']}; target {r['targets']} runs >= 1e21 FLOP",
                          fontsize=9)
             ax.set_xlabel("compute spent on pilot runs (FLOP)")
         else:
@@ -299,24 +304,29 @@ def _plot(result: dict, path) -> None:
 
 def _markdown(result: dict) -> str:
     lines = ["<!-- decisions:start -->", "## Active learning: which pilot run next (replay on real data)", "",
-             f"`{result['command']}` on {result['machine']}, {result['timestamp']}; NUTS 2 chains x ({result['draws']} "
+             "`" + "`, `".join(result.get("runs") or [result["command"]]) + f"` on {result['machine']}, {result['timestamp']}; NUTS 2 chains x ({result['draws']} "
              f"warm-up + {result['draws']} draws) per refit, {result['seeds']} seeds for random; "
-             f"{result['elapsed_s']:.0f} s. Raw numbers: `benchmarks/results/active_learning.json`; figure "
+             f"{result['elapsed_s']:.0f} s (last run). Raw numbers: `benchmarks/results/active_learning.json`; figure "
              "`benchmarks/results/active_learning.png`.", "",
              "Compute = sum of the costs of every run fitted so far (start included). Threshold = the best baseline's "
              "RMSLE after the protocol's acquisitions; strategies that have not reached it keep acquiring (up to a cap) "
              "while their compute is below the best baseline's compute-to-reach; \"compute to reach\" = compute when "
              "a strategy's RMSLE first falls to the threshold (inf: never, within the cap or that compute). "
              "Goal: ours <= 0.5 x the best baseline's compute.", ""]
-    if "chinchilla" in result["suites"]:
-        g = result["suites"]["chinchilla"]["goal"]
+    for key, title in (("chinchilla", "Chinchilla (real runs; start 8 cheapest, +12 runs (up to 30), target: the 23 "
+                                      "runs >= 1e21 FLOP)"),
+                       ("chinchilla_sim", "Chinchilla design, simulated losses (Hoffmann et al.'s law, 1% noise: the law "
+                                          "is right by construction; same protocol)")):
+        if key not in result["suites"]:
+            continue
+        g = result["suites"][key]["goal"]
         lv = g["levels"]
-        lines += ["### Chinchilla (start 8 cheapest, +12 runs (up to 30), target: the 23 runs >= 1e21 FLOP)", "",
+        lines += [f"### {title}", "",
                   "| strategy | RMSLE after 12 runs | log density after 12 | compute after 12 runs | runs at the end | "
                   "RMSLE at the end | compute to reach threshold | "
                   + " | ".join(f"to reach {v['rmsle']:.4f}" for v in lv.values()) + " |",
                   "|---|---|---|---|---|---|---|" + "---|" * len(lv)]
-        for s, trs in result["suites"]["chinchilla"]["traces"].items():
+        for s, trs in result["suites"][key]["traces"].items():
             comp12 = np.median([t[min(12, len(t) - 1)]["compute"] for t in trs])
             lines.append(f"| {s} | {g['rmsle_after_n'][s]:.4f} | {g['lpd_after_n'][s]:.2f} | {comp12:.3g} | "
                          f"{g['runs_at_end'][s]:.0f} | {g['final_rmsle'][s]:.4f} | {g['compute_to_reach'][s]:.3g} | "
@@ -391,8 +401,9 @@ def main(argv=None) -> dict:
     if args.table:
         path = OUT / "active_learning.json"
         result = json.loads(path.read_text())
-        if "chinchilla" in result["suites"]:
-            result["suites"]["chinchilla"]["goal"] = _goal(result["suites"]["chinchilla"]["traces"], 12)
+        for key in ("chinchilla", "chinchilla_sim"):
+            if key in result["suites"]:
+                result["suites"][key]["goal"] = _goal(result["suites"][key]["traces"], 12)
         if "ic" in result["suites"]:
             ic = result["suites"]["ic"]
             for v in ic["curves"].values():
@@ -420,17 +431,22 @@ def main(argv=None) -> dict:
 
     import sys
 
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     result = {"command": "python -m benchmarks.active_learning " + " ".join(sys.argv[1:] if argv is None else argv),
               "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores, shared)",
               "draws": args.draws, "seeds": args.seeds, "suites": {}}
-    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     path = OUT / "active_learning.json"
-    if path.exists():  # keep the browser check of an earlier --screenshot run
-        result["screenshot_check"] = json.loads(path.read_text()).get("screenshot_check", "")
+    if path.exists():  # keep the browser check of an earlier --screenshot run, and suites not run this time
+        old = json.loads(path.read_text())
+        result["screenshot_check"] = old.get("screenshot_check", "")
+        result["suites"] = {k: v for k, v in old.get("suites", {}).items() if k not in suites}
+        result["runs"] = old.get("runs", []) + [result["command"]]
     for name in suites:
         if name == "chinchilla":
             result["suites"]["chinchilla"] = suite_chinchilla(args.draws, args.seeds, log)
+        elif name == "chinchilla_sim":
+            result["suites"]["chinchilla_sim"] = suite_chinchilla(args.draws, args.seeds, log, simulate=True)
         elif name == "ic":
             result["suites"]["ic"] = suite_ic(args.draws, max(1, args.seeds - 1), args.curves, log)
         else:
@@ -455,10 +471,12 @@ def _ic_summary(per_curve: dict) -> dict:
 
 def _verdict(result: dict) -> str:
     verdict = []
-    if "chinchilla" in result["suites"]:
-        g = result["suites"]["chinchilla"]["goal"]
+    for key, name in (("chinchilla", "Chinchilla"), ("chinchilla_sim", "Chinchilla design with simulated losses")):
+        if key not in result["suites"]:
+            continue
+        g = result["suites"][key]["goal"]
         loose = "; ".join(f"{v['rmsle']:.4f}: {v['ratio']:.3g}x" for v in g["levels"].values())
-        verdict.append(f"Chinchilla: goal {'met' if g['met'] else 'not met'} at the threshold {g['threshold_rmsle']:.4f} "
+        verdict.append(f"{name}: goal {'met' if g['met'] else 'not met'} at the threshold {g['threshold_rmsle']:.4f} "
                        f"(ours needs {g['ratio_ours_to_best']:.3g}x the compute of {g['best_baseline']}; at looser "
                        f"RMSLE levels ours / best baseline = {loose}).")
     if "ic" in result["suites"]:
