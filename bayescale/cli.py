@@ -300,7 +300,7 @@ def parser() -> argparse.ArgumentParser:
     pfn_sub = p.add_subparsers(dest="pfn_command", required=True)
     p = pfn_sub.add_parser("train", help="train the PFN on prior draws (checkpoints, resume, best weights)")
     p.add_argument("--config", default="small", choices=["tiny", "small", "base"],
-                   help="small: ~0.6M parameters, about an hour on 2 CPU cores; base: sized for a GPU")
+                   help="small: 0.58M parameters, about an hour on 2 CPU cores; base: 4.3M, sized for a GPU")
     p.add_argument("--steps", type=int, help="training steps (default: the config's); sets the learning-rate schedule")
     p.add_argument("--max-minutes", type=float, help="stop after this much wall clock (the best weights are kept)")
     p.add_argument("--out", default="pfn_out", help="folder for weights, checkpoint and history (default: pfn_out)")

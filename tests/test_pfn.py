@@ -260,3 +260,13 @@ def test_bundled_weights():
     cur = rev[rev.curve == rev.curve.iloc[0]]
     b = predict(cur[cur.train], at=cur[~cur.train].x.to_numpy()[:5])
     assert np.all(np.isfinite(b["run_median"].values)) and np.all(b["run_median"].values > 0)
+
+
+def test_cli_pfn_train_arguments():
+    from bayescale.cli import cmd_pfn_train, parser
+
+    a = parser().parse_args(["pfn", "train", "--config", "tiny", "--steps", "3", "--max-minutes", "1.5", "--out", "o",
+                             "--resume"])
+    assert (a.config, a.steps, a.max_minutes, a.out, a.resume, a.func) == ("tiny", 3, 1.5, "o", True, cmd_pfn_train)
+    with pytest.raises(SystemExit):
+        parser().parse_args(["pfn", "train", "--config", "huge"])

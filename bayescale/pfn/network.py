@@ -57,9 +57,9 @@ CONFIGS = {
     "tiny": PFNConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64, n_bins=64, n_points=24, batch=8, lr=3e-3,
                       warmup=5, steps=60),
     "small": PFNConfig(),
-    # sized for a GPU: ~10M parameters, long curves, big batches
-    "base": PFNConfig(d_model=384, n_layers=8, n_heads=8, d_ff=1536, n_bins=1000, n_points=64, batch=512, lr=3e-4,
-                      warmup=2000, steps=200000),
+    # sized for a GPU: ~4.3M parameters (under a fifth of NSL-PFN's 26.8M), longer curves, big batches
+    "base": PFNConfig(d_model=256, n_layers=6, n_heads=8, d_ff=768, n_bins=1000, n_points=64, batch=256, lr=3e-4,
+                      warmup=2000, steps=100000),
 }
 
 
