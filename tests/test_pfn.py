@@ -148,7 +148,7 @@ def test_tiny_training_lowers_loss_and_resumes(tiny):
     assert (out / "pfn_tiny.npz").exists() and (out / "train_state" / "pfn_tiny.ckpt.npz").exists()
     hist = json.loads((out / "train_state" / "pfn_tiny.history.json").read_text())["history"]
     steps = [h[0] for h in hist]
-    assert steps == [0, 15, 30, 45]  # resumed at 15, not restarted
+    assert steps == [0, 15, 15, 30, 45]  # resumed at 15 (re-measured there), not restarted
     assert min(h[3] for h in hist[1:]) < hist[0][3]  # validation NLL below the untrained network's
     meta = json.loads((out / "pfn_tiny.json").read_text())
     assert meta["n_params"] > 0 and meta["config"]["n_bins"] == 64 and len(meta["sha256"]) == 64

@@ -113,7 +113,7 @@ def _grid(key, batch, n):
 
 
 def _split(key, t, valid, split: str):
-    """Context mask: a prefix (ln x below a cut) or a random subset; the first MIN_CONTEXT valid points always in."""
+    """Context mask: a prefix (ln x below a cut; the first MIN_CONTEXT points always in) or a random subset."""
     batch, n = t.shape
     k1, k2, k3 = jax.random.split(key, 3)
     rank = jnp.cumsum(valid, axis=1) - 1
@@ -122,13 +122,19 @@ def _split(key, t, valid, split: str):
     prefix = t <= cut
     rate = jax.random.uniform(k2, (batch, 1), minval=0.1, maxval=0.9)
     subset = jax.random.uniform(k3, (batch, n)) < rate
+    # a prefix always holds the first MIN_CONTEXT points; a random subset holds MIN_CONTEXT random ones (so that
+    # interpolation also covers the smallest x)
+    prio = jnp.where(valid, jax.random.uniform(jax.random.fold_in(k3, 11), (batch, n)), 2.0)
+    random_rank = jnp.argsort(jnp.argsort(prio, axis=1), axis=1)
+    prefix = prefix | (rank < MIN_CONTEXT)
+    subset = subset | (random_rank < MIN_CONTEXT)
     if split == "prefix":
         pick = prefix
     elif split == "random":
         pick = subset
     else:
         pick = jnp.where(jax.random.uniform(jax.random.fold_in(k1, 7), (batch, 1)) < PREFIX_SHARE, prefix, subset)
-    return valid & (pick | (rank < MIN_CONTEXT))
+    return valid & pick
 
 
 @partial(jax.jit, static_argnames=("batch", "n_points", "split", "families", "bump_share", "wide_noise_share"))

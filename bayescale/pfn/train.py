@@ -222,6 +222,10 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
     if start == 0:
         history.append([0, 0.0, None, validate(model)])
         log(f"step 0/{total}  val NLL {history[-1][3]:.4f} (untrained)")
+    else:  # the prior (hence the validation draws) may have changed since the checkpoint: re-measure
+        best = validate(model)
+        history.append([start, round(elapsed, 1), None, best])
+        log(f"step {start}/{total}  val NLL {best:.4f} (restored weights, current validation draws)")
     while step < total:
         model, opt_state, loss = step_fn(model, opt_state, jax.random.fold_in(key, 1_000_000 + step))
         step += 1
