@@ -158,7 +158,7 @@ def _weighted_var(logw: np.ndarray, T: np.ndarray):
     return var, 1.0 / sw2
 
 
-def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed):
+def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None):
     rng = np.random.default_rng(seed)
     S = T.shape[0]
     T = T - T.mean(axis=0)
@@ -193,6 +193,11 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed):
             break
         cand_ok = np.flatnonzero(ok)
         best = int(cand_ok[np.lexsort((-gain[cand_ok] / costs[cand_ok], -score[cand_ok]))[0]])
+        if target_sd is not None:
+            # goal mode: the cheapest run expected to bring the target's sd to target_sd (within MC error) wins
+            enough = cand_ok[(cur.mean() - gain[cand_ok] + se[cand_ok]) <= target_sd**2]
+            if len(enough):
+                best = int(enough[np.lexsort((-gain[enough], costs[enough]))[0]])
         chosen.append(best)
         gains.append(float(gain[best]))
         ess_rows.append(float(np.median(ess[:, best])))
@@ -261,6 +266,7 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
 
 def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
               seed: int = 0, n_outcomes: int = 32, max_draws: int | None = 1000, method: str = "nuts", law=None,
+              target_sd: float | None = None,
               x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
     """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
 
@@ -270,7 +276,9 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     column names or the law's input names) and optionally a ``cost`` column, or a dict of value lists (every
     combination). ``cost``: None (the ``cost`` column, else 6ND for laws in N and D, x for one-input laws), a
     column name, or a function of the inputs. ``budget``: the most the batch may cost in total.
-    ``target``: see :func:`parse_target`.
+    ``target``: see :func:`parse_target`. ``target_sd`` (goal mode, NUTS route): the accuracy you need, as the
+    posterior sd of the log target (0.01 ~ +-1%); each pick is then the cheapest candidate expected to bring the
+    target's sd there (expected variance plus one Monte Carlo error), and the best per unit cost when none does.
 
     Returns one row per candidate, best first: the inputs, ``cost``, ``target_sd`` (now, log scale),
     ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``,
@@ -288,6 +296,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         raise BayescaleError(f"k (runs to choose) must be >= 1, got {k}")
     if n_outcomes < 2:
         raise BayescaleError("n_outcomes must be >= 2 (simulated outcomes per candidate)")
+    if target_sd is not None and not (np.isfinite(target_sd) and target_sd > 0):
+        raise BayescaleError(f"target_sd must be a positive number (posterior sd of the log target), got {target_sd!r}")
     if budget is not None and not (np.isfinite(budget) and budget > 0):
         raise BayescaleError(f"budget must be a positive number (the most the batch may cost), got {budget!r}")
 
@@ -332,7 +342,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         kind, spec = parse_target(target, lawobj, columns)
         T = _target_draws(draws, kind, spec)
         var0, first, chosen, gains, ess_rows, pred_sd = _score_nuts(draws, cand, T, costs, int(k), budget,
-                                                                    int(n_outcomes), seed)
+                                                                    int(n_outcomes), seed, target_sd)
         n_draws = draws.size
 
     out = cand.rename(columns={k_: v for k_, v in columns.items() if k_ in lawobj.input_names}).copy()
@@ -346,6 +356,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"]
     out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
     out["candidate_sd"] = pred_sd
+    if target_sd is not None:
+        out["reaches_target_sd"] = (first["var_after"] + np.nan_to_num(first["gain_se"])) <= target_sd**2
     out["chosen"] = False
     out["batch"] = 0
     out["batch_gain"] = np.nan
@@ -356,7 +368,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out = out.iloc[order].reset_index(drop=True)
     out.attrs.update(target=kind if kind == "compute_optimal" else f"{len(spec)} point(s)", target_spec=(
         spec if kind == "compute_optimal" else spec.to_dict(orient="list")), var_before=float(var0), method=method,
-        n_draws=int(n_draws), n_outcomes=int(n_outcomes), seed=seed, budget=budget,
+        n_draws=int(n_draws), n_outcomes=int(n_outcomes), seed=seed, budget=budget, target_sd=target_sd,
         batch_cost=float(costs[chosen].sum()) if chosen else 0.0)
     low = [e for e in ess_rows if np.isfinite(e) and e < ESS_WARN]
     if method == "nuts" and low:

@@ -8,6 +8,8 @@ fitted so far). Strategies:
 
 - ``ours``: :func:`bayescale.next_runs` (k=1; expected reduction of the target's posterior variance per unit cost,
   importance-reweighted fantasies), target = the held-out runs;
+- ``ours_goal``: the same, told the accuracy to reach (the threshold below, as a posterior sd after the fit's noise):
+  each pick is the cheapest run expected to get there, else the best per unit cost (``next_runs(target_sd=...)``);
 - ``random`` (several seeds), ``cheapest`` (cheapest first), ``grid`` (the pool run nearest to each point of a
   log-uniform grid of cost between the start and the largest pool run, ascending), ``uncertain`` (the pool run whose
   outcome is most uncertain: largest predictive sd of log y; NSL-PFN's acquisition).
@@ -67,7 +69,7 @@ def _score(fit, target: pd.DataFrame, y_true: np.ndarray, seed: int) -> tuple[fl
 
 
 def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.DataFrame, inputs: list, rng, step: int,
-          grid: np.ndarray, seed: int) -> int:
+          grid: np.ndarray, seed: int, goal_rmsle: float | None = None) -> int:
     from bayescale.next_runs import next_runs
 
     cand = pool.loc[avail]
@@ -82,11 +84,15 @@ def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.Data
         _, _, obs = fit.predictive_draws(cand[inputs], seed=seed)
         sd = np.log(np.maximum(obs, 1e-300)).std(axis=0)
         return int(cand.index[int(np.argmax(sd))])
-    if strategy == "ours":
+    if strategy in ("ours", "ours_goal"):
+        sd = None
+        if strategy == "ours_goal":  # the accuracy asked for, less the run-to-run noise the fit sees
+            sig = float(np.median(fit.draws()["sigma"]))
+            sd = float(np.sqrt(max(goal_rmsle**2 - sig**2, 0.25 * goal_rmsle**2)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             table = next_runs(fit, cand[inputs + ["cost"]].assign(pool_idx=cand.index), target=target_q, k=1,
-                              seed=seed, n_outcomes=32, max_draws=600)
+                              seed=seed, n_outcomes=32, max_draws=600, target_sd=sd)
         return int(table.iloc[0]["pool_idx"])
     raise ValueError(strategy)
 
@@ -99,39 +105,48 @@ def compute_to_reach(steps: list[dict], threshold: float) -> float:
     return float("inf")
 
 
+OURS = ("ours", "ours_goal")
+
+
 def _goal(traces: dict, n_acquire: int) -> dict:
     """traces: strategy -> list of step lists (one per seed). Threshold = best baseline's error after n_acquire."""
     at_n = {s: float(np.median([t[min(n_acquire, len(t) - 1)]["rmsle"] for t in tr])) for s, tr in traces.items()}
     finals = {s: float(np.median([t[-1]["rmsle"] for t in tr])) for s, tr in traces.items()}
-    base = {s: v for s, v in at_n.items() if s != "ours"}
+    base = {s: v for s, v in at_n.items() if s not in OURS}
     best_name = min(base, key=base.get)
     thr = base[best_name]
-    reach = {s: float(np.median([compute_to_reach(t, thr) for t in tr])) for s, tr in traces.items()}
-    base_reach = {s: v for s, v in reach.items() if s != "ours"}
-    best_reach_name = min(base_reach, key=base_reach.get)
-    ratio = reach["ours"] / base_reach[best_reach_name] if np.isfinite(reach["ours"]) else float("inf")
+    ours = [s for s in OURS if s in traces]
+
+    def ratios(level):
+        r_ = {s: float(np.median([compute_to_reach(t, level) for t in tr])) for s, tr in traces.items()}
+        b_ = min((v, k) for k, v in r_.items() if k not in OURS)
+        rat = {o: (r_[o] / b_[0] if np.isfinite(r_[o]) and np.isfinite(b_[0]) else (0.0 if np.isfinite(r_[o])
+                                                                                     else float("inf"))) for o in ours}
+        return r_, b_[1], rat
+
+    reach, best_reach_name, rat = ratios(thr)
     start_err = float(np.median([t[0]["rmsle"] for tr in traces.values() for t in tr]))
     levels = {}
     for frac in LEVELS:
-        lv = frac * start_err
-        r_ = {s: float(np.median([compute_to_reach(t, lv) for t in tr])) for s, tr in traces.items()}
-        b_ = min((v, k) for k, v in r_.items() if k != "ours")
-        rat = r_["ours"] / b_[0] if np.isfinite(r_["ours"]) and np.isfinite(b_[0]) else (
-            0.0 if np.isfinite(r_["ours"]) else float("inf"))
-        levels[f"{frac:g}"] = {"rmsle": lv, "compute_to_reach": r_, "best_baseline": b_[1], "ratio": rat,
-                               "met": bool(rat <= 0.5)}
+        r_, b_, rt = ratios(frac * start_err)
+        levels[f"{frac:g}"] = {"rmsle": frac * start_err, "compute_to_reach": r_, "best_baseline": b_,
+                               "ratio": rt["ours"], "met": bool(rt["ours"] <= 0.5),
+                               "ratio_goal": rt.get("ours_goal", float("nan")),
+                               "met_goal": bool(rt.get("ours_goal", float("inf")) <= 0.5)}
     return {"threshold_rmsle": thr, "threshold_from": best_name, "rmsle_after_n": at_n, "final_rmsle": finals,
             "lpd_after_n": {s: float(np.median([t[min(n_acquire, len(t) - 1)]["lpd"] for t in tr]))
                             for s, tr in traces.items()},
             "runs_at_end": {s: float(np.median([t[-1]["n"] for t in tr])) for s, tr in traces.items()},
-            "compute_to_reach": reach, "best_baseline": best_reach_name, "ratio_ours_to_best": ratio,
-            "met": bool(ratio <= 0.5), "start_rmsle": start_err, "levels": levels}
+            "compute_to_reach": reach, "best_baseline": best_reach_name, "ratio_ours_to_best": rat["ours"],
+            "met": bool(rat["ours"] <= 0.5), "ratio_goal_to_best": rat.get("ours_goal", float("nan")),
+            "met_goal": bool(rat.get("ours_goal", float("inf")) <= 0.5), "start_rmsle": start_err, "levels": levels}
 
 
 class Replay:
     """One strategy's replay: the runs fitted so far, and a step after each acquisition."""
 
-    def __init__(self, pool, start, target, y_true, target_q, law, inputs, strategy, seed, draws, grid):
+    def __init__(self, pool, start, target, y_true, target_q, law, inputs, strategy, seed, draws, grid, goal=None):
+        self.goal = goal
         self.pool, self.target, self.y_true, self.target_q = pool, target, y_true, target_q
         self.law, self.inputs, self.strategy, self.seed, self.draws, self.grid = law, inputs, strategy, seed, draws, grid
         self.rng = np.random.default_rng(seed)
@@ -158,7 +173,7 @@ class Replay:
             return False
         k = len(self.steps) - 1
         i = _pick(self.strategy, self.fit, self.pool, self.avail, self.target_q, self.inputs, self.rng, k, self.grid,
-                  self.seed + k)
+                  self.seed + k, self.goal)
         self.chosen.append(i)
         self.avail.remove(i)
         self._evaluate()
@@ -195,6 +210,14 @@ def run_suite(pool, start, n_acquire, max_acquire, target, y_true, target_q, law
         if not ours.acquire():
             break
     log(f"{label} ours: RMSLE {ours.steps[-1]['rmsle']:.4f} at compute {ours.compute:.3g} ({time.perf_counter() - t0:.0f} s)")
+    t0 = time.perf_counter()
+    goal = Replay(pool, start, target, y_true, target_q, law, inputs, "ours_goal", 0, draws, grid, goal=thr)
+    reps["ours_goal"] = [goal]
+    for _ in range(n_acquire):
+        if not goal.acquire():
+            break
+    log(f"{label} ours_goal: RMSLE {goal.steps[-1]['rmsle']:.4f} at compute {goal.compute:.3g} "
+        f"({time.perf_counter() - t0:.0f} s)")
     # continuation: anyone not yet at the threshold and still cheaper than the best baseline's compute-to-reach
     for strat, rs in reps.items():
         for r in rs:
@@ -251,11 +274,8 @@ def suite_ic(draws: int, seeds: int, n_curves: int, log) -> dict:
                         "pool_max_cost": float(pool["cost"].max())}
         log(f"ic {c}: threshold {g['threshold_rmsle']:.4f}; compute to reach: "
             + ", ".join(f"{k} {v:.3g}" for k, v in g["compute_to_reach"].items()) + f"; met {g['met']}")
-    ratios = np.array([v["goal"]["ratio_ours_to_best"] for v in per_curve.values()])
     return {"curves": per_curve, "law": "M2", "cost": "x", "start": 4, "acquire": 5, "max_acquire": 12,
-            "summary": {"curves": len(per_curve), "met": int(sum(v["goal"]["met"] for v in per_curve.values())),
-                        "ours_reached": int(np.isfinite(ratios).sum()),
-                        "median_ratio": float(np.median(ratios)) if len(ratios) else float("nan")}}
+            "summary": _ic_summary(per_curve)}
 
 
 def _plot(result: dict, path) -> None:
@@ -266,14 +286,14 @@ def _plot(result: dict, path) -> None:
 
     suites = [s for s in ("chinchilla", "chinchilla_sim", "ic") if s in result["suites"]]
     fig, axes = plt.subplots(1, len(suites), figsize=(6.2 * len(suites), 4.2), squeeze=False)
-    colors = {"ours": "C3", "random": "0.5", "cheapest": "C0", "grid": "C2", "uncertain": "C1"}
+    colors = {"ours": "C3", "ours_goal": "C4", "random": "0.5", "cheapest": "C0", "grid": "C2", "uncertain": "C1"}
     for ax, name in zip(axes[0], suites):
         r = result["suites"][name]
         if name.startswith("chinchilla"):
             for strat, trs in r["traces"].items():
                 for j, tr in enumerate(trs):
                     ax.plot([s["compute"] for s in tr], [s["rmsle"] for s in tr], "o-", ms=3, color=colors[strat],
-                            alpha=1 if strat != "random" else 0.5, lw=2 if strat == "ours" else 1,
+                            alpha=1 if strat != "random" else 0.5, lw=2 if strat in OURS else 1,
                             label=strat if j == 0 else None)
             ax.axhline(r["goal"]["threshold_rmsle"], color="k", ls=":", lw=1, label="threshold (best baseline, end)")
             ax.set_title(("Chinchilla design, simulated losses" if name.endswith("sim") else "Chinchilla (real)")
@@ -282,7 +302,7 @@ def _plot(result: dict, path) -> None:
             ax.set_xlabel("compute spent on pilot runs (FLOP)")
         else:
             # median over curves of the error after each acquisition, against median compute / pool max
-            for strat in ("ours", *BASELINES):
+            for strat in [o for o in OURS if o in next(iter(r["curves"].values()))["traces"]] + list(BASELINES):
                 comp, err = [], []
                 for c in r["curves"].values():
                     tr = c["traces"][strat][0]
@@ -290,7 +310,7 @@ def _plot(result: dict, path) -> None:
                     err.append([s["rmsle"] for s in tr])
                 n = min(map(len, comp))
                 ax.plot(np.median([x[:n] for x in comp], axis=0), np.median([e[:n] for e in err], axis=0), "o-",
-                        ms=3, color=colors[strat], lw=2 if strat == "ours" else 1, label=strat)
+                        ms=3, color=colors[strat], lw=2 if strat in OURS else 1, label=strat)
             s = r["summary"]
             ax.set_title(f"IC curves ({s['curves']}), M2: 4 smallest x, +5; median over curves", fontsize=9)
             ax.set_xlabel("compute spent / largest pool run (sum of x)")
@@ -369,28 +389,33 @@ def _markdown(result: dict) -> str:
                          + " | ".join(f"{v['compute_to_reach'][s]:.3g}" for v in lv.values()) + " |")
         lines += ["", f"Threshold {g['threshold_rmsle']:.4f} (from {g['threshold_from']}); best baseline to reach it: "
                   f"{g['best_baseline']}; ours / best = {g['ratio_ours_to_best']:.3g} -> goal "
-                  f"**{'met' if g['met'] else 'not met'}**. Looser levels ({', '.join(lv)} x the starting RMSLE "
-                  f"{g['start_rmsle']:.4f}): " + "; ".join(
-                      f"{v['rmsle']:.4f}: ours / {v['best_baseline']} = {v['ratio']:.3g} ({'met' if v['met'] else 'not met'})"
-                      for v in lv.values()) + ".", ""]
+                  f"**{'met' if g['met'] else 'not met'}**; ours_goal / best = {g.get('ratio_goal_to_best', float('nan')):.3g}"
+                  f" -> **{'met' if g.get('met_goal') else 'not met'}**. Looser levels ({', '.join(lv)} x the starting "
+                  f"RMSLE {g['start_rmsle']:.4f}): " + "; ".join(
+                      f"{v['rmsle']:.4f}: ours / {v['best_baseline']} = {v['ratio']:.3g}, ours_goal "
+                      f"{v.get('ratio_goal', float('nan')):.3g}" for v in lv.values()) + ".", ""]
         lines += [_picks_note(result["suites"][key]), ""]
     if "ic" in result["suites"]:
         r = result["suites"]["ic"]
         s = r["summary"]
         lines += ["### IC curves, NSL-PFN protocol (start 4 smallest x, +5 runs (up to 12), target: held-out split; "
                   "law M2; compute to reach the threshold, in seen examples)", "",
-                  "| curve | threshold | ours | random | cheapest | grid | uncertain | ours / best | goal |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| curve | threshold | ours | ours_goal | random | cheapest | grid | uncertain | ours / best | "
+                  "ours_goal / best |", "|---|---|---|---|---|---|---|---|---|---|"]
         for c, v in r["curves"].items():
             g = v["goal"]
             ctr = g["compute_to_reach"]
-            lines.append(f"| {c} | {g['threshold_rmsle']:.4f} | " + " | ".join(f"{ctr[k]:.3g}" for k in ("ours", *BASELINES))
-                         + f" | {g['ratio_ours_to_best']:.3g} | {'met' if g['met'] else 'not met'} |")
-        lines += ["", f"Goal met on {s['met']} of {s['curves']} curves; ours reached the threshold on "
-                  f"{s['ours_reached']}; median ratio ours / best baseline {s['median_ratio']:.3g}. Looser levels "
+            lines.append(f"| {c} | {g['threshold_rmsle']:.4f} | " + " | ".join(
+                f"{ctr.get(k, float('nan')):.3g}" for k in (*OURS, *BASELINES))
+                + f" | {g['ratio_ours_to_best']:.3g} | {g.get('ratio_goal_to_best', float('nan')):.3g} |")
+        lines += ["", f"Goal met on {s['met']} of {s['curves']} curves by ours and on {s.get('met_goal', 0)} by "
+                  f"ours_goal; ours reached the threshold on {s['ours_reached']}; median ratio to the best baseline: ours "
+                  f"{s['median_ratio']:.3g}, ours_goal {s.get('median_ratio_goal', float('nan')):.3g}. Looser levels "
                   "(fraction of each curve's starting RMSLE): " + "; ".join(
-                      f"{k}: met on {sum(v['goal']['levels'][k]['met'] for v in r['curves'].values())}/{s['curves']}, "
-                      f"median ratio {np.median([v['goal']['levels'][k]['ratio'] for v in r['curves'].values()]):.3g}"
+                      f"{k}: met on {sum(v['goal']['levels'][k]['met'] for v in r['curves'].values())}/{s['curves']} "
+                      f"(ours_goal {sum(v['goal']['levels'][k].get('met_goal', False) for v in r['curves'].values())}), "
+                      f"median ratio {np.median([v['goal']['levels'][k]['ratio'] for v in r['curves'].values()]):.3g} "
+                      f"(ours_goal {np.median([v['goal']['levels'][k].get('ratio_goal', np.nan) for v in r['curves'].values()]):.3g})"
                       for k in next(iter(r['curves'].values()))['goal']['levels']) + ".", ""]
     lines += [result.get("verdict", ""), ""]
     shot = OUT / "report_screenshot.png"
@@ -503,9 +528,12 @@ def main(argv=None) -> dict:
 
 def _ic_summary(per_curve: dict) -> dict:
     ratios = np.array([v["goal"]["ratio_ours_to_best"] for v in per_curve.values()])
+    rg = np.array([v["goal"].get("ratio_goal_to_best", np.nan) for v in per_curve.values()])
     return {"curves": len(per_curve), "met": int(sum(v["goal"]["met"] for v in per_curve.values())),
+            "met_goal": int(sum(v["goal"].get("met_goal", False) for v in per_curve.values())),
             "ours_reached": int(np.isfinite(ratios).sum()),
-            "median_ratio": float(np.median(ratios)) if len(ratios) else float("nan")}
+            "median_ratio": float(np.median(ratios)) if len(ratios) else float("nan"),
+            "median_ratio_goal": float(np.median(rg)) if len(rg) else float("nan")}
 
 
 def _verdict(result: dict) -> str:
@@ -515,12 +543,14 @@ def _verdict(result: dict) -> str:
             continue
         g = result["suites"][key]["goal"]
         loose = "; ".join(f"{v['rmsle']:.4f}: {v['ratio']:.3g}x" for v in g["levels"].values())
-        verdict.append(f"{name}: goal {'met' if g['met'] else 'not met'} at the threshold {g['threshold_rmsle']:.4f} "
-                       f"(ours needs {g['ratio_ours_to_best']:.3g}x the compute of {g['best_baseline']}; at looser "
+        verdict.append(f"{name}: goal {'met' if g['met'] or g.get('met_goal') else 'not met'} at the threshold "
+                       f"{g['threshold_rmsle']:.4f} (ours needs {g['ratio_ours_to_best']:.3g}x, ours_goal "
+                       f"{g.get('ratio_goal_to_best', float('nan')):.3g}x the compute of {g['best_baseline']}; at looser "
                        f"RMSLE levels ours / best baseline = {loose}).")
     if "ic" in result["suites"]:
         s = result["suites"]["ic"]["summary"]
-        verdict.append(f"IC: goal met on {s['met']}/{s['curves']} curves (median ratio {s['median_ratio']:.3g}).")
+        verdict.append(f"IC: goal met on {s['met']}/{s['curves']} curves by ours, {s.get('met_goal', 0)}/{s['curves']} by "
+                       f"ours_goal (median ratio {s['median_ratio']:.3g} and {s.get('median_ratio_goal', float('nan')):.3g}).")
     return "**Verdict:** " + " ".join(verdict)
 
 

@@ -51,6 +51,20 @@ def test_cost_changes_the_choice(chinchilla_fit, hand_made):
     assert by.loc["beyond", "score"] < by.loc["beyond", "expected_var_reduction"] / 1e5
 
 
+def test_goal_mode_buys_the_cheapest_run_that_suffices(chinchilla_fit, hand_made):
+    cands = hand_made.assign(cost=[1.0, 2.0])
+    plain = next_runs(chinchilla_fit, cands, target=TARGET, seed=0)
+    assert plain.iloc[0]["name"] == "beyond"
+    loose = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, target_sd=10 * plain.attrs["var_before"] ** 0.5)
+    assert loose["reaches_target_sd"].all() and loose.iloc[0]["name"] == "duplicate"   # both suffice: the cheaper
+    by = plain.set_index("name")
+    mid = float(np.sqrt(0.5 * (by.loc["beyond", "expected_sd_after"] ** 2 + by.loc["duplicate", "expected_sd_after"] ** 2)))
+    tight = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, target_sd=mid)
+    assert tight.iloc[0]["name"] == "beyond" and tight.set_index("name").loc["beyond", "reaches_target_sd"]
+    with pytest.raises(bs.BayescaleError, match="target_sd"):
+        next_runs(chinchilla_fit, cands, target=TARGET, target_sd=0.0)
+
+
 def test_greedy_batch_and_budget(chinchilla_fit):
     grid = candidate_grid(params=np.geomspace(1e7, 4e9, 4), tokens=np.geomspace(1e9, 4e11, 4))
     assert len(grid) == 16
