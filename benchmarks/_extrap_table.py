@@ -173,14 +173,12 @@ def plots(results: Path, res: list[dict]) -> list[str]:
             for ax, t in zip(axes[0], ts):
                 xin = "x" if "x" in t.inputs else ("C" if "C" in t.inputs else t.inputs[0])
                 ax.plot(t.ctx[xin], t.ctx["y"], "k.", ms=4, label="fitted runs")
-                ax.plot(t.tgt[xin], t.tgt["y"], ".", color="tab:green", ms=4, label="held out")
+                ax.plot(t.tgt[xin], t.tgt["y"], "x", color="tab:red", ms=5, zorder=5, label="held out")
                 grid = grid_for(t)
-                for j, m in enumerate(pref[:3]):
-                    key = m[5:] if m.startswith("nuts:") else m.replace(":", "-")
-                    p = cache_path(cache, suite, key, t)
-                    if not p.exists():
-                        continue
-                    z = np.load(p)
+                keys = [(m, m[5:] if m.startswith("nuts:") else m.replace(":", "-")) for m in pref]
+                shown = [(m, k) for m, k in keys if cache_path(cache, suite, k, t).exists()][:3]
+                for j, (m, key) in enumerate(shown):
+                    z = np.load(cache_path(cache, suite, key, t))
                     col = f"C{j}"
                     if grid is not None and "grid_draws" in z and z["grid_draws"].size:
                         q = np.quantile(z["grid_draws"], [0.05, 0.5, 0.95], axis=0)
@@ -239,7 +237,7 @@ def write_table(results: Path, markdown: Path) -> dict:
     lines += [f"| {dom} | {name} (published, not rerun) | {r:.4f} | {_f(ll, '.3f')} |" for dom, name, r, ll in PUBLISHED]
     lines += ["", "### Goals", ""] + goals(res)
     if pngs:
-        lines += ["", "### Plots", "", "Fitted runs (black), held-out runs (green), median and 90% band of each method.", ""]
+        lines += ["", "### Plots", "", "Fitted runs (black dots), held-out runs (red crosses), median and 90% band of each method.", ""]
         lines += [f"![{p}]({rel}/{p})" for p in pngs]
     lines.append(END)
     update_markdown(markdown, "\n".join(lines), START, END)
