@@ -13,7 +13,7 @@
 Writes ``benchmarks/results/pfn.json``, ``benchmarks/results/pfn_calibration.png`` and the ``pfn`` section of
 ``benchmarks/RESULTS.md``.
 
-    python -m benchmarks.pfn [--curves 1024] [--nuts-curves 32] [--draws 500]
+    python -m benchmarks.pfn [--curves 1024] [--nuts-curves 64] [--draws 1000] [--nuts-cache FILE [--nuts-only]]
 """
 
 from __future__ import annotations
@@ -74,39 +74,70 @@ def calibration(n_curves: int, split: str, seed: int) -> dict:
             "seconds": secs, "per_family": per_family, "pit_hist": np.histogram(pit, bins=20, range=(0, 1))[0].tolist()}
 
 
-def nuts_agreement(n_curves: int, draws: int, seed: int) -> dict:
+def nuts_reference(n_curves: int, draws: int, seed: int, cache: Path | None = None) -> dict:
+    """Single-family (M2) prior curves and the NUTS predictive quantiles of ln y at their held-out points.
+
+    Independent of the PFN, so it may be computed once and cached (``cache``, an .npz keyed by the arguments).
+    """
     import bayescale as bs
     import pandas as pd
-    from bayescale.pfn import predictive_many, sample_prior
+    from bayescale.pfn import sample_prior
 
+    key = f"{n_curves}-{draws}-{seed}"
+    if cache is not None and Path(cache).exists():
+        with np.load(cache, allow_pickle=False) as f:
+            if str(f["key"]) == key:
+                out = {k: f[k] for k in f.files if k != "key"}
+                n = int(out["n"])
+                return {"items": [(out[f"xc{j}"], out[f"yc{j}"], out[f"xq{j}"], out[f"yq{j}"]) for j in range(n)],
+                        "lq": [out[f"lq{j}"] for j in range(n)], "sd": [out[f"sd{j}"] for j in range(n)],
+                        "ok": out["ok"].tolist(), "secs": out["secs"].tolist()}
     d = {k: np.asarray(v) for k, v in sample_prior(seed, 4 * n_curves, 20, split="prefix", families=["M2"],
                                                      bump_share=0.0, wide_noise_share=0.0).items()}
     # NUTS needs 4 distinct points for M2; keep curves with >= 5 context and >= 1 target point
     keep = [i for i in range(len(d["y"])) if d["ctx"][i].sum() >= 5 and d["target"][i].any()][:n_curves]
     items = [_curves(d, i) for i in keep]
-    preds = predictive_many([(xc, yc, xq) for xc, yc, xq, _ in items])
-    qs = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
-    gaps, gaps_sd, cov_pfn, cov_nuts, w_pfn, w_nuts, ok, secs = [], [], [], [], [], [], [], []
-    for j, ((xc, yc, xq, yq), p) in enumerate(zip(items, preds)):
+    lq, sds, ok, secs = [], [], [], []
+    for j, (xc, yc, xq, yq) in enumerate(items):
         t0 = time.perf_counter()
-        f = bs.fit(pd.DataFrame({"x": xc, "y": yc}), "M2", x="x", y="y", chains=2, warmup=draws, samples=draws,
-                   seed=seed + j, progress=False)
+        f = bs.fit(pd.DataFrame({"x": xc, "y": yc}), "M2", x="x", y="y", chains=4, warmup=draws, samples=draws,
+                   seed=seed + j, progress=False, target_accept=0.95)
         secs.append(time.perf_counter() - t0)
-        ok.append(f.ok)
+        ok.append(bool(f.ok))
         _, _, obs = f.predictive_draws(pd.DataFrame({"x": xq}), seed=seed + j)
-        lq_nuts = np.quantile(np.log(obs), qs, axis=0)
+        lq.append(np.quantile(np.log(obs), NUTS_Q, axis=0))
+        sds.append(np.log(obs).std(axis=0))
+        print(f"  nuts {j + 1}/{len(items)}: {secs[-1]:.1f}s ok={f.ok}", flush=True)
+    ref = {"items": items, "lq": lq, "sd": sds, "ok": ok, "secs": secs}
+    if cache is not None:
+        arrays = {"key": np.array(key), "n": np.array(len(items)), "ok": np.array(ok), "secs": np.array(secs)}
+        for j, (xc, yc, xq, yq) in enumerate(items):
+            arrays.update({f"xc{j}": xc, f"yc{j}": yc, f"xq{j}": xq, f"yq{j}": yq, f"lq{j}": lq[j], f"sd{j}": sds[j]})
+        np.savez(cache, **arrays)
+    return ref
+
+
+NUTS_Q = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
+
+
+def nuts_agreement(n_curves: int, draws: int, seed: int, cache: Path | None = None) -> dict:
+    from bayescale.pfn import predictive_many
+
+    ref = nuts_reference(n_curves, draws, seed, cache)
+    items = ref["items"]
+    preds = predictive_many([(xc, yc, xq) for xc, yc, xq, _ in items])
+    qs = NUTS_Q
+    gaps, gaps_sd, cov_pfn, cov_nuts, w_pfn, w_nuts = [], [], [], [], [], []
+    for (xc, yc, xq, yq), p, lq_nuts, sd in zip(items, preds, ref["lq"], ref["sd"]):
         lq_pfn = np.log(p.quantile(qs))
-        sd = np.log(obs).std(axis=0)
         gaps.append(np.abs(lq_pfn - lq_nuts))
         gaps_sd.append(np.abs(lq_pfn - lq_nuts) / sd)
         cov_pfn.append((yq >= np.exp(lq_pfn[0])) & (yq <= np.exp(lq_pfn[-1])))
         cov_nuts.append((yq >= np.exp(lq_nuts[0])) & (yq <= np.exp(lq_nuts[-1])))
         w_pfn.append(lq_pfn[-1] - lq_pfn[0])
         w_nuts.append(lq_nuts[-1] - lq_nuts[0])
-        print(f"  nuts {j + 1}/{len(items)}: {secs[-1]:.1f}s ok={f.ok} median gap {np.median(gaps_sd[-1]):.3f} sd",
-              flush=True)
     g, gs = np.concatenate(gaps, axis=1), np.concatenate(gaps_sd, axis=1)
-    return {"family": "M2", "curves": len(items), "targets": int(g.shape[1]), "nuts_draws": f"2 chains x {draws}",
+    return {"family": "M2", "curves": len(items), "targets": int(g.shape[1]), "nuts_draws": f"4 chains x {draws} (target_accept 0.95)",
             "quantiles": qs.tolist(),
             "median_abs_gap_ln_y": dict(zip(map(str, qs), np.median(g, axis=1).tolist())),
             "median_abs_gap_in_nuts_sd": dict(zip(map(str, qs), np.median(gs, axis=1).tolist())),
@@ -115,7 +146,7 @@ def nuts_agreement(n_curves: int, draws: int, seed: int) -> dict:
             "coverage90_nuts": float(np.concatenate(cov_nuts).mean()),
             "median_width90_ln_y_pfn": float(np.median(np.concatenate(w_pfn))),
             "median_width90_ln_y_nuts": float(np.median(np.concatenate(w_nuts))),
-            "nuts_ok_share": float(np.mean(ok)), "nuts_seconds_median": float(np.median(secs))}
+            "nuts_ok_share": float(np.mean(ref["ok"])), "nuts_seconds_median": float(np.median(ref["secs"]))}
 
 
 def speed(seed: int) -> dict:
@@ -230,9 +261,11 @@ def markdown(res: dict) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.pfn", description=__doc__.split("\n")[0])
     ap.add_argument("--curves", type=int, default=1024, help="held-out prior curves per split")
-    ap.add_argument("--nuts-curves", type=int, default=32, help="single-family curves compared with NUTS (0: skip)")
-    ap.add_argument("--draws", type=int, default=500, help="NUTS warm-up and draws per chain for (b)")
+    ap.add_argument("--nuts-curves", type=int, default=64, help="single-family curves compared with NUTS (0: skip)")
+    ap.add_argument("--draws", type=int, default=1000, help="NUTS warm-up and draws per chain for (b)")
     ap.add_argument("--seed", type=int, default=TEST_SEED)
+    ap.add_argument("--nuts-cache", help="cache file (.npz) for the NUTS reference of (b); it does not depend on the PFN")
+    ap.add_argument("--nuts-only", action="store_true", help="only compute (and cache) the NUTS reference of (b)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--md", default=str(RESULTS_MD))
     args = ap.parse_args(argv)
@@ -242,6 +275,9 @@ def main(argv=None):
     from benchmarks.speed import machine_info
 
     meta = machine_info("python -m benchmarks.pfn " + " ".join(argv if argv is not None else sys.argv[1:]))
+    if args.nuts_only:
+        nuts_reference(args.nuts_curves, args.draws, args.seed + 2, args.nuts_cache)
+        return
     if not bs.pfn.available():
         raise SystemExit("no valid bundled PFN weights: train them first (bayescale pfn train --config small ...)")
     L = load()
@@ -254,7 +290,7 @@ def main(argv=None):
     res["speed"] = speed(0)
     print("speed", res["speed"], flush=True)
     if args.nuts_curves > 0:
-        res["nuts"] = nuts_agreement(args.nuts_curves, args.draws, args.seed + 2)
+        res["nuts"] = nuts_agreement(args.nuts_curves, args.draws, args.seed + 2, args.nuts_cache)
         print("nuts", {k: v for k, v in res["nuts"].items()}, flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
