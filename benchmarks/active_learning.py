@@ -474,6 +474,18 @@ def _markdown(result: dict) -> str:
                       f"(ours_goal {np.median([v['goal']['levels'][k].get('ratio_goal', np.nan) for v in r['curves'].values()]):.3g})"
                       for k in next(iter(r['curves'].values()))['goal']['levels']) + ".", ""]
     lines += [result.get("verdict", ""), ""]
+    if "chinchilla" in result["suites"]:
+        lines += [
+            "**Reading.** Expected variance reduction per unit cost is myopic: the cheapest runs keep the best ratio "
+            "long after what they can say about runs 10-1000x larger has saturated, so `ours` spends little (1/8 to "
+            "1/19 of the compute of random, grid or most-uncertain after 12 runs on Chinchilla) and is about as cheap "
+            "as the best baseline to reach the looser accuracy levels (ratios 0.9-1.2 in the tables), but it stalls above the "
+            "strictest threshold, which the baselines reach only by buying runs near 1e21 FLOP (and which, on the "
+            "simulated design, sits at the 1% noise floor of a single run). On the real runs the law is also "
+            "misspecified for small over-parametrised runs, which look informative to any model-based acquisition "
+            "(most-uncertain-point suffers the same way). `ours_goal` was told the strict threshold; no single "
+            "candidate was expected to reach it, so it fell back to the per-cost choice and mostly repeats `ours`. "
+            "The goal of half the best baseline's compute is not met in any suite.", ""]
     shot = OUT / "report_screenshot.png"
     if shot.exists():
         lines += ["### Risk report in a real browser", "",
