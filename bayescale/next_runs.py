@@ -158,7 +158,7 @@ def _weighted_var(logw: np.ndarray, T: np.ndarray):
     return var, 1.0 / sw2
 
 
-def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None):
+def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None, cost_power=1.0):
     rng = np.random.default_rng(seed)
     S = T.shape[0]
     T = T - T.mean(axis=0)
@@ -186,13 +186,13 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
         if first is None:
             first = {"var_after": cur.mean() - gain, "gain_se": se, "ess_median": np.median(ess, axis=0),
                      "ess_min": ess.min(axis=0)}
-        score = np.maximum(gain - se, 0.0) / costs                  # conservative: gains within MC noise count 0
+        score = np.maximum(gain - se, 0.0) / costs**cost_power      # conservative: gains within MC noise count 0
         ok = np.isfinite(score) & (costs <= remaining)
         ok[chosen] = False
         if not ok.any():
             break
         cand_ok = np.flatnonzero(ok)
-        best = int(cand_ok[np.lexsort((-gain[cand_ok] / costs[cand_ok], -score[cand_ok]))[0]])
+        best = int(cand_ok[np.lexsort((-gain[cand_ok] / costs[cand_ok] ** cost_power, -score[cand_ok]))[0]])
         if target_sd is not None:
             # goal mode: the cheapest run expected to bring the target's sd to target_sd (within MC error) wins
             enough = cand_ok[(cur.mean() - gain[cand_ok] + se[cand_ok]) <= target_sd**2]
@@ -266,7 +266,7 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
 
 def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
               seed: int = 0, n_outcomes: int = 32, max_draws: int | None = 1000, method: str = "nuts", law=None,
-              target_sd: float | None = None,
+              target_sd: float | None = None, cost_power: float = 1.0,
               x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
     """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
 
@@ -276,7 +276,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     column names or the law's input names) and optionally a ``cost`` column, or a dict of value lists (every
     combination). ``cost``: None (the ``cost`` column, else 6ND for laws in N and D, x for one-input laws), a
     column name, or a function of the inputs. ``budget``: the most the batch may cost in total.
-    ``target``: see :func:`parse_target`. ``target_sd`` (goal mode, NUTS route): the accuracy you need, as the
+    ``target``: see :func:`parse_target`. ``cost_power``: the score divides by cost**cost_power (1: per unit
+    cost, the default; 0: ignore cost; lowering it as a budget is spent is "cost cooling"). ``target_sd`` (goal mode, NUTS route): the accuracy you need, as the
     posterior sd of the log target (0.01 ~ +-1%); each pick is then the cheapest candidate expected to bring the
     target's sd there (expected variance plus one Monte Carlo error), and the best per unit cost when none does.
 
@@ -296,6 +297,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         raise BayescaleError(f"k (runs to choose) must be >= 1, got {k}")
     if n_outcomes < 2:
         raise BayescaleError("n_outcomes must be >= 2 (simulated outcomes per candidate)")
+    if not (np.isfinite(cost_power) and cost_power >= 0):
+        raise BayescaleError(f"cost_power must be a number >= 0 (1: per unit cost, 0: ignore cost), got {cost_power!r}")
     if target_sd is not None and not (np.isfinite(target_sd) and target_sd > 0):
         raise BayescaleError(f"target_sd must be a positive number (posterior sd of the log target), got {target_sd!r}")
     if budget is not None and not (np.isfinite(budget) and budget > 0):
@@ -342,7 +345,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         kind, spec = parse_target(target, lawobj, columns)
         T = _target_draws(draws, kind, spec)
         var0, first, chosen, gains, ess_rows, pred_sd = _score_nuts(draws, cand, T, costs, int(k), budget,
-                                                                    int(n_outcomes), seed, target_sd)
+                                                                    int(n_outcomes), seed, target_sd, float(cost_power))
         n_draws = draws.size
 
     out = cand.rename(columns={k_: v for k_, v in columns.items() if k_ in lawobj.input_names}).copy()
@@ -353,7 +356,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["reduction_frac"] = out["expected_var_reduction"] / var0 if var0 > 0 else 0.0
     out["reduction_se"] = first["gain_se"]
     se0 = np.nan_to_num(first["gain_se"], nan=0.0)
-    out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"]
+    out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"] ** float(cost_power)
     out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
     out["candidate_sd"] = pred_sd
     if target_sd is not None:

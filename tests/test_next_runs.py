@@ -49,6 +49,11 @@ def test_cost_changes_the_choice(chinchilla_fit, hand_made):
     expect = np.maximum(table["expected_var_reduction"] - table["reduction_se"], 0) / table["cost"]
     np.testing.assert_allclose(table["score"], expect)
     assert by.loc["beyond", "score"] < by.loc["beyond", "expected_var_reduction"] / 1e5
+    # cost_power=0 ignores the cost: the most informative run wins again
+    free = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0, cost_power=0.0)
+    assert free.iloc[0]["name"] == "beyond"
+    with pytest.raises(bs.BayescaleError, match="cost_power"):
+        next_runs(chinchilla_fit, cands, target=TARGET, cost_power=-1.0)
 
 
 def test_goal_mode_buys_the_cheapest_run_that_suffices(chinchilla_fit, hand_made):
