@@ -442,7 +442,13 @@ def main(argv=None) -> dict:
         if not rows:
             print(f"{args.suite} {method}: no applicable curves", file=sys.stderr)
             continue
-        res = {"suite": args.suite, "method": method, "seed": args.seed, "domain": args.domain, "limit": args.limit,
+        extra = {}
+        if method == "pfn":
+            import importlib
+
+            info = importlib.import_module("bayescale.pfn").load().info
+            extra["pfn_weights"] = {k: info.get(k) for k in ("config_name", "step", "total_steps", "sha256", "val_nll")}
+        res = {"suite": args.suite, "method": method, **extra, "seed": args.seed, "domain": args.domain, "limit": args.limit,
                "settings": {**settings, "draws_kept": DRAWS, "boot": args.boot, "levels": list(LEVELS)},
                "command": command, "machine": machine(), "loadavg_start": load0, "loadavg_end": _loadavg(),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": wall,
