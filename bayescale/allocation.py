@@ -24,7 +24,7 @@ from scipy import stats
 from bayescale.errors import BayescaleError
 from bayescale.laws import Law, get_law
 
-__all__ = ["PosteriorDraws", "compute_optimal", "plot_frontier", "posterior_draws", "default_cost"]
+__all__ = ["PosteriorDraws", "compute_optimal", "default_cost", "law_draws", "plot_frontier", "posterior_draws"]
 
 DEFAULT_ALLOC_LEVELS = (0.8, 0.95)
 
