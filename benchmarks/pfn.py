@@ -222,13 +222,20 @@ def markdown(res: dict) -> str:
              "**(a) Held-out prior draws** (seeds disjoint from training/validation; 48 positions per curve). Share of "
              "target points inside the central interval, and the NLL of ln y per target (nats):", "",
              "| split | curves | targets | " + " | ".join(f"{int(lv * 100)}%" for lv in LEVELS)
-             + " | max gap (pts) | NLL mean | NLL median |",
-             "|---|---|---|" + "---|" * len(LEVELS) + "---|---|---|"]
+             + " | max gap (pts) | NLL mean | NLL mean, 1% trimmed | NLL median |",
+             "|---|---|---|" + "---|" * len(LEVELS) + "---|---|---|---|"]
     for r in res["calibration"]:
         lines.append(f"| {r['split']} | {r['curves']} | {r['targets']} | "
                      + " | ".join(f"{r['coverage'][str(lv)]:.3f}" for lv in LEVELS)
-                     + f" | {r['max_abs_gap_pts']:.1f} | {r['nll_mean']:.3f} | {r['nll_median']:.3f} |")
-    lines += ["", "Per family (prefix split), 90% coverage and median NLL: "
+                     + f" | {r['max_abs_gap_pts']:.1f} | {r['nll_mean']:.3f} | {r['nll_mean_trimmed_1pct']:.3f} | "
+                     f"{r['nll_median']:.3f} |")
+    lines += ["", "A few prior draws put targets far outside everything the network was trained on (normalised "
+              "targets beyond +-30 are clipped in training), and their NLL dominates the plain mean; the trimmed mean "
+              "and the median describe the bulk. The goal of coverage within 2 points of nominal is met at 80-99% "
+              "on the prefix split, not at 50-70% (intervals too wide in the middle: the PIT histogram is "
+              "peaked) nor on the random split: the model is under-trained (6.5k steps x 32 curves on 2 shared CPU "
+              "cores, against NSL-PFN's 1.6M curves).", "",
+              "Per family (prefix split), 90% coverage and median NLL: "
               + ", ".join(f"{k} {v['coverage']['0.9']:.2f} / {v['nll']:.2f}"
                           for k, v in res["calibration"][0]["per_family"].items()) + ".", ""]
     a = res.get("nuts")
@@ -256,6 +263,12 @@ def markdown(res: dict) -> str:
               "weights file " f"{res['weights_mb']:.1f} MB.", "",
               "![PFN calibration](results/pfn_calibration.png)", END]
     return "\n".join(lines)
+
+
+def render(path=None) -> None:
+    """Rebuild the RESULTS.md section from ``benchmarks/results/pfn.json`` without re-running."""
+    res = json.loads(Path(path or ROOT / "benchmarks" / "results" / "pfn.json").read_text())
+    update_markdown(RESULTS_MD, markdown(res), START, END)
 
 
 def main(argv=None):
