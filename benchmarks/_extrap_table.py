@@ -148,6 +148,7 @@ def goals(res: list[dict]) -> list[str]:
 def plots(results: Path, res: list[dict]) -> list[str]:
     """One PNG per suite/domain: a few curves, context and held-out runs, median and 90% band per method."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -170,30 +171,38 @@ def plots(results: Path, res: list[dict]) -> list[str]:
         for dom in domains:
             ts = [t for t in tasks if t.domain == dom]
             ts = [t for t in ts if any(cache_path(cache, suite, m.replace(":", "-") if not m.startswith("nuts:")
-                                                  else m[5:], t).exists() for m in pref)][:3]
+                                                  else m[5:], t).exists() for m in pref)]
+            ts = [ts[i] for i in sorted({round(v) for v in np.linspace(0, len(ts) - 1, min(3, len(ts)))})] if ts else ts
             if not ts:
                 continue
             fig, axes = plt.subplots(1, len(ts), figsize=(4.6 * len(ts), 3.6), squeeze=False)
             for ax, t in zip(axes[0], ts):
                 xin = "x" if "x" in t.inputs else ("C" if "C" in t.inputs else t.inputs[0])
-                ax.plot(t.ctx[xin], t.ctx["y"], "k.", ms=4, label="fitted runs")
-                ax.plot(t.tgt[xin], t.tgt["y"], "x", color="tab:red", ms=5, zorder=5, label="held out")
                 grid = grid_for(t)
+                # one-input curves: show the upper half of the fitted range and the extrapolation
+                x_lo = float(np.quantile(t.ctx[xin], 0.5)) if grid is not None else 0.0
+                keep = (grid["x"] >= x_lo).to_numpy() if grid is not None else None
+                c = t.ctx[t.ctx[xin] >= x_lo]
+                ax.plot(c[xin], c["y"], "k.", ms=4, label="fitted runs")
+                ax.plot(t.tgt[xin], t.tgt["y"], "x", color="tab:red", ms=3, alpha=0.6, zorder=5, label="held out")
                 keys = [(m, m[5:] if m.startswith("nuts:") else m.replace(":", "-")) for m in pref]
                 shown = [(m, k) for m, k in keys if cache_path(cache, suite, k, t).exists()][:3]
                 for j, (m, key) in enumerate(shown):
                     z = np.load(cache_path(cache, suite, key, t))
                     col = f"C{j}"
                     if grid is not None and "grid_draws" in z and z["grid_draws"].size:
-                        q = np.quantile(z["grid_draws"], [0.05, 0.5, 0.95], axis=0)
-                        ax.plot(grid["x"], q[1], color=col, lw=1.2, label=f"{m} median")
-                        ax.fill_between(grid["x"], q[0], q[2], color=col, alpha=0.18, label=f"{m} 90%")
+                        q = np.quantile(z["grid_draws"], [0.05, 0.5, 0.95], axis=0)[:, keep]
+                        gx = grid["x"].to_numpy()[keep]
+                        ax.plot(gx, q[1], color=col, lw=1.2, label=f"{m} median")
+                        ax.fill_between(gx, q[0], q[2], color=col, alpha=0.18, label=f"{m} 90%")
                     elif "tgt_q" in z:
                         q = z["tgt_q"]
                         off = 1.0 + 0.03 * (j - 1)
                         ax.errorbar(t.tgt[xin] * off, q[1], yerr=[q[1] - q[0], q[2] - q[1]], fmt="o", ms=3,
                                     color=col, capsize=2, label=f"{m} median, 90%")
                 ax.set_xscale("log")
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+                ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
                 if suite != "gadre" or dom != "downstream":
                     ax.set_yscale("log")
                 ax.set_title(t.curve if len(t.curve) < 40 else t.curve[:38] + "…", fontsize=8)
