@@ -446,8 +446,12 @@ def main(argv=None) -> dict:
         if method == "pfn":
             import importlib
 
-            info = importlib.import_module("bayescale.pfn").load().info
-            extra["pfn_weights"] = {k: info.get(k) for k in ("config_name", "step", "total_steps", "sha256", "val_nll")}
+            try:
+                info = importlib.import_module("bayescale.pfn").load().info
+                extra["pfn_weights"] = {k: info.get(k) for k in ("config_name", "step", "total_steps", "sha256",
+                                                                 "val_nll")}
+            except Exception as exc:  # the weights' description is informative only
+                extra["pfn_weights"] = f"unknown ({type(exc).__name__})"
         res = {"suite": args.suite, "method": method, **extra, "seed": args.seed, "domain": args.domain, "limit": args.limit,
                "settings": {**settings, "draws_kept": DRAWS, "boot": args.boot, "levels": list(LEVELS)},
                "command": command, "machine": machine(), "loadavg_start": load0, "loadavg_end": _loadavg(),
