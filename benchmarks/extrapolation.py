@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import RESULTS_MD, ROOT, update_markdown
+from benchmarks._common import RESULTS_MD, ROOT
 
 RESULTS = ROOT / "benchmarks" / "results"
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
