@@ -145,6 +145,31 @@ def goals(res: list[dict]) -> list[str]:
     return lines
 
 
+def notes(res: list[dict]) -> list[str]:
+    """What the numbers cover: limits, the downstream task's input, PFN weights, bma's stacking weights."""
+    out = []
+    lim = sorted({f"{d['suite']} ({d['limit']} curves per domain)" for d in res if d.get("limit")})
+    if lim:
+        out.append(f"- Run with `--limit`: {', '.join(lim)}; every other row covers the whole suite.")
+    out.append("- Gadre `downstream`: the large runs' top-1 error is predicted from their observed C4 loss through "
+               "the loss → error law fitted on the small runs (the link alone, not chained through a predicted loss).")
+    for d in res:
+        if d["method"] == "pfn" and isinstance(d.get("pfn_weights"), dict):
+            w = d["pfn_weights"]
+            out.append(f"- `pfn` on {d['suite']}: weights {w.get('config_name')} at step {w.get('step')} of "
+                       f"{w.get('total_steps')} (sha256 {str(w.get('sha256'))[:12]}).")
+    for d in res:
+        if d["method"] != "bma":
+            continue
+        acc: dict = {}
+        for c in d["curves"]:
+            for k, v in c.get("weights", {}).items():
+                acc.setdefault(c["domain"], {}).setdefault(k, []).append(v)
+        txt = "; ".join(f"{dom}: " + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in ws.items()) for dom, ws in acc.items())
+        out.append(f"- `bma` stacking weights on {d['suite']} (mean over curves, from PSIS-LOO of the fitted runs): {txt}.")
+    return out
+
+
 def plots(results: Path, res: list[dict]) -> list[str]:
     """One PNG per suite/domain: a few curves, context and held-out runs, median and 90% band per method."""
     import matplotlib
@@ -248,7 +273,7 @@ def write_table(results: Path, markdown: Path) -> dict:
     lines += ["", "**Published reference (NSL-PFN, Lee et al., ICML 2025; published, not rerun):**", "",
               "| domain | method | RMSLE | LL |", "|---|---|---|---|"]
     lines += [f"| {dom} | {name} (published, not rerun) | {r:.4f} | {_f(ll, '.3f')} |" for dom, name, r, ll in PUBLISHED]
-    lines += ["", "### Goals", ""] + goals(res)
+    lines += ["", "### Goals", ""] + goals(res) + ["", "### Notes", ""] + notes(res)
     if pngs:
         lines += ["", "### Plots", "", "Fitted runs (black dots), held-out runs (red crosses), median and 90% band of each method.", ""]
         lines += [f"![{p}]({rel}/{p})" for p in pngs]
