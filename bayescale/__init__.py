@@ -8,7 +8,7 @@ NUTS in :mod:`bayescale.sampler`) -> bands (:mod:`bayescale.bands`) -> compariso
 __version__ = "0.1.0"
 
 from bayescale import _config  # noqa: F401  (float64, compilation cache; before any JAX work)
-from bayescale import datasets
+from bayescale import datasets, discrepancy
 from bayescale import pfn  # noqa: F401  (amortized PFN extrapolator; Equinox loads on first use)
 from bayescale.bands import Bands
 from bayescale.compare import ModelAverage, compare, model_average
@@ -21,7 +21,7 @@ from bayescale.next_runs import next_runs  # noqa: E402
 from bayescale.report import risk_report  # noqa: E402
 
 __all__ = [
-    "Bands", "BayescaleError", "datasets", "Fit", "FitFileError", "FitMany", "Input", "Law", "ModelAverage", "Param",
+    "Bands", "BayescaleError", "datasets", "discrepancy", "Fit", "FitFileError", "FitMany", "Input", "Law", "ModelAverage", "Param",
     "RunTableError", "Scales", "UnknownLawError", "compare", "fit", "fit_many", "fit_pymc", "get_law", "list_laws",
     "load_fit", "model_average", "register_law", "compute_optimal", "plot_frontier", "next_runs", "risk_report",
 ]

@@ -61,10 +61,13 @@ class Fit:
     """Posterior of one law fitted to one curve. Use :meth:`predict` for bands, :attr:`ok` for the diagnostics gate."""
 
     def __init__(self, law: Law, idata, scales: Scales, runs: pd.DataFrame, columns: dict, likelihood: str,
-                 df: float, seed: int, settings: SamplerSettings, group=None, map_potential: float = float("nan")):
+                 df: float, seed: int, settings: SamplerSettings, group=None, map_potential: float = float("nan"),
+                 discrepancy: float = 0.0):
         self.law, self.idata, self.scales, self.runs = law, idata, scales, runs
         self.columns, self.likelihood, self.df, self.seed = columns, likelihood, df, seed
         self.settings, self.group, self.map_potential = settings, group, map_potential
+        self.discrepancy = float(discrepancy)  # tau: ln-units of extrapolation error per decade beyond the runs
+        self.calibration = None
         self._diag = None
 
     @property
@@ -176,18 +179,55 @@ class Fit:
         return az.loo(self.idata)
 
     # -- prediction ------------------------------------------------------------------------------------
-    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000):
-        """Posterior draws of the mean curve and of a new observed run at ``at``: two arrays (S, points)."""
-        frame = query_points(self.law, at, self.columns)
-        p = self.draws(max_draws)
+    # -- extrapolation discrepancy (bayescale.discrepancy) ---------------------------------------------
+    def with_discrepancy(self, tau: float) -> "Fit":
+        """The same posterior, predicting with extrapolation error ``tau`` (ln-units per decade beyond the runs)."""
+        import copy
+
+        if not (np.isfinite(tau) and tau >= 0):
+            raise ValueError(f"tau must be a finite number >= 0 (ln-units per decade), got {tau}")
+        new = copy.copy(self)
+        new.discrepancy = float(tau)
+        return new
+
+    def calibrate(self, holdout: float = 0.25, toward: str = "max", seed: int | None = None, **refit_kw) -> "Fit":
+        """This fit with its extrapolation error calibrated by leave-future-out on its own runs.
+
+        Refits without the largest ``holdout`` share of the runs, predicts them, and sets ``tau`` by maximum
+        likelihood (see :mod:`bayescale.discrepancy`); the result's ``calibration`` holds the held-out errors.
+        """
+        from bayescale.discrepancy import calibrate
+
+        cal = calibrate(self, holdout=holdout, toward=toward, seed=seed, **refit_kw)
+        new = self.with_discrepancy(cal.tau)
+        new.calibration = cal
+        return new
+
+    def _mean_draws(self, frame, p, seed, discrepancy):
+        from bayescale.discrepancy import discrepancy_draws
+
         t = transform_inputs(self.law, {k: frame[k].to_numpy() for k in self.law.input_names}, self.scales.center)
         mu = np.asarray(_mean_jit(self.law, {k: v[:, None] for k, v in p.items() if k != "sigma"},
                                   {k: v[None, :] for k, v in t.items()}))
+        tau = self.discrepancy if discrepancy is None else float(discrepancy)
+        key = np.asarray(jax.random.PRNGKey((self.seed if seed is None else seed) + 2))
+        return mu * discrepancy_draws(self.law, frame, self.scales, tau, mu.shape[0], key)
+
+    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000, discrepancy=None):
+        """Posterior draws of the mean curve and of a new observed run at ``at``: two arrays (S, points).
+
+        Beyond the runs the mean curve includes the extrapolation error ``discrepancy`` (default: the fit's
+        ``tau``, 0 unless calibrated; see :meth:`calibrate`).
+        """
+        frame = query_points(self.law, at, self.columns)
+        p = self.draws(max_draws)
+        mu = self._mean_draws(frame, p, seed, discrepancy)
         key = jax.random.PRNGKey(self.seed + 1 if seed is None else seed)
         obs = np.asarray(noise_dist(self.likelihood, mu, p["sigma"][:, None], df=self.df).sample(key))
         return frame, mu, obs
 
-    def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000) -> np.ndarray:
+    def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000, discrepancy=None,
+                               seed: int | None = None) -> np.ndarray:
         """Log posterior predictive density of ``observed`` runs at ``at``, one value per point, in y units.
 
         ``log mean_s p(y | theta_s, sigma_s)`` under the fit's noise model (lognormal/normal/studentt), exact given
@@ -201,20 +241,21 @@ class Fit:
         if y.shape != (len(frame),) or not np.isfinite(y).all():
             raise ValueError(f"observed must be {len(frame)} finite values, one per query point; got shape {y.shape}")
         p = self.draws(max_draws)
-        t = transform_inputs(self.law, {k: frame[k].to_numpy() for k in self.law.input_names}, self.scales.center)
-        mu = np.asarray(_mean_jit(self.law, {k: v[:, None] for k, v in p.items() if k != "sigma"},
-                                  {k: v[None, :] for k, v in t.items()}))
+        mu = self._mean_draws(frame, p, seed, discrepancy)  # with the extrapolation error, one draw of it per draw
         se_ = None if se is None else np.broadcast_to(np.asarray(se, float), y.shape)
         lp = noise_dist(self.likelihood, mu, p["sigma"][:, None], se=se_, y_ref=y, df=self.df).log_prob(y[None, :])
         return log_mean_exp(np.asarray(lp), axis=0)
 
-    def predict(self, at, levels=DEFAULT_LEVELS, seed: int | None = None, max_draws: int | None = 4000):
+    def predict(self, at, levels=DEFAULT_LEVELS, seed: int | None = None, max_draws: int | None = 4000,
+                discrepancy=None):
         """Posterior predictive bands at ``at`` (see :class:`bayescale.bands.Bands`)."""
         from bayescale.bands import make_bands
 
-        frame, mu, obs = self.predictive_draws(at, seed=seed, max_draws=max_draws)
-        return make_bands(frame, mu, obs, levels, beyond=distance_beyond(self.law, frame, self.scales),
-                          law=self.law.name, method="nuts", y=self.columns.get("y", "y"), columns=self.columns)
+        frame, mu, obs = self.predictive_draws(at, seed=seed, max_draws=max_draws, discrepancy=discrepancy)
+        bands = make_bands(frame, mu, obs, levels, beyond=distance_beyond(self.law, frame, self.scales),
+                           law=self.law.name, method="nuts", y=self.columns.get("y", "y"), columns=self.columns)
+        bands.data.attrs["discrepancy_tau"] = self.discrepancy if discrepancy is None else float(discrepancy)
+        return bands
 
     def plot(self, at=None, levels=(0.5, 0.9), ax=None, path=None, **kw):
         """Data, median and shaded bands on log axes; ``at`` defaults to a grid spanning data and 10x beyond."""
@@ -229,7 +270,7 @@ class Fit:
             "law": self.law.name, "likelihood": self.likelihood, "df": self.df, "seed": self.seed,
             "columns": self.columns, "group": None if self.group is None else str(self.group),
             "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
-            "map_potential": self.map_potential,
+            "map_potential": self.map_potential, "discrepancy": self.discrepancy,
         }
 
     def save(self, path) -> Path:
@@ -260,7 +301,8 @@ def load_fit(path) -> Fit:
     idata.attrs.pop("bayescale", None)
     s = meta["scales"]
     return Fit(law, idata, Scales(**s), runs, meta["columns"], meta["likelihood"], meta["df"], meta["seed"],
-               SamplerSettings(**meta["settings"]), group=meta["group"], map_potential=meta.get("map_potential", float("nan")))
+               SamplerSettings(**meta["settings"]), group=meta["group"], map_potential=meta.get("map_potential", float("nan")),
+               discrepancy=meta.get("discrepancy", 0.0))
 
 
 def _mean_impl(law, p, t):
@@ -334,6 +376,25 @@ class FitMany(dict):
     @property
     def ok(self) -> bool:
         return all(f.ok for f in self.values())
+
+    def calibrate(self, holdout: float = 0.25, toward: str = "max", pooled: bool = True, seed: int | None = None,
+                  **refit_kw) -> "FitMany":
+        """These fits with their extrapolation error calibrated (see :meth:`Fit.calibrate`).
+
+        ``pooled=True`` gives every curve one ``tau`` from all curves' held-out runs (steadier when the curves
+        come from one domain); ``pooled=False`` calibrates each curve on its own runs.
+        """
+        from bayescale.discrepancy import calibrate_many
+
+        if not pooled:
+            return FitMany({g: f.calibrate(holdout, toward, seed, **refit_kw) for g, f in self.items()}, self.law,
+                           self.refitted)
+        cal = calibrate_many(self, holdout=holdout, toward=toward, seed=seed, **refit_kw)
+        out = {}
+        for g, f in self.items():
+            out[g] = f.with_discrepancy(cal.tau)
+            out[g].calibration = cal
+        return FitMany(out, self.law, self.refitted)
 
 
 def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None, se=None, lower=None, upper=None,

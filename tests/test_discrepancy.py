@@ -1,0 +1,91 @@
+"""Extrapolation discrepancy: tau estimation, calibrated coverage on simulated errors, and its effect on bands."""
+
+import numpy as np
+import pytest
+from conftest import FAST, chinchilla_truth
+
+import bayescale as bs
+from bayescale.discrepancy import estimate_tau
+
+
+def _simulate(tau, n, seed):
+    rng = np.random.default_rng(seed)
+    b = rng.uniform(0.2, 2.0, n)  # decades beyond the data
+    s = rng.uniform(0.005, 0.03, n)  # the fit's own predictive sd of ln y
+    r = rng.normal(0, np.sqrt(s**2 + (tau * b) ** 2))
+    return r, s, b
+
+
+@pytest.mark.parametrize("tau", [0.02, 0.1])
+def test_estimate_tau_recovers_and_calibrates(tau):
+    r, s, b = _simulate(tau, 400, seed=1)
+    est = estimate_tau(r, s, b)
+    assert abs(est - tau) < 0.2 * tau
+    # nominal 90% intervals of new errors, with the estimated tau, cover close to 90%
+    r2, s2, b2 = _simulate(tau, 4000, seed=2)
+    z = np.abs(r2) / np.sqrt(s2**2 + (est * b2) ** 2)
+    cover = float(np.mean(z <= 1.6448536269514722))
+    assert 0.87 <= cover <= 0.93
+    # without the discrepancy the same intervals are far too narrow
+    assert np.mean(np.abs(r2) / s2 <= 1.6448536269514722) < cover - 0.2
+
+
+def test_estimate_tau_is_zero_when_the_errors_need_none():
+    rng = np.random.default_rng(3)
+    s = np.full(200, 0.02)
+    r = rng.normal(0, 0.01, 200)  # smaller than the fit's own spread
+    assert estimate_tau(r, s, np.ones(200)) == 0.0
+    assert estimate_tau(r, s, np.zeros(200)) == 0.0  # nothing beyond the data: no information
+
+
+def test_discrepancy_widens_bands_beyond_the_data_only(chinchilla_fit):
+    at = {"N": [1e8, 1e11], "D": [1e10, 1e13]}  # inside, then 2 decades beyond
+    raw = chinchilla_fit.predict(at, levels=(0.9,), seed=0)
+    wide = chinchilla_fit.with_discrepancy(0.1).predict(at, levels=(0.9,), seed=0)
+    w_raw = np.subtract(*raw.interval(0.9)[::-1])
+    w_wide = np.subtract(*wide.interval(0.9)[::-1])
+    assert w_wide[0] == pytest.approx(w_raw[0], rel=1e-12)
+    assert w_wide[1] > 1.5 * w_raw[1]
+    assert wide.attrs["discrepancy_tau"] == 0.1 and chinchilla_fit.discrepancy == 0.0
+
+
+def test_calibrate_holds_out_the_largest_runs(chinchilla_fit, tmp_path):
+    cal_fit = chinchilla_fit.calibrate(holdout=0.2, **FAST)
+    cal = cal_fit.calibration
+    runs = chinchilla_fit.runs
+    assert len(cal.heldout) == round(0.2 * len(runs))
+    size = np.log(runs.N) + np.log(runs.D)
+    assert (np.log(cal.heldout.N) + np.log(cal.heldout.D)).min() >= np.sort(size)[-len(cal.heldout)] - 1e-9
+    assert (cal.heldout.beyond >= 0).all() and np.isfinite(cal.tau) and cal.tau >= 0
+    assert cal_fit.discrepancy == cal.tau
+    # the simulated runs follow the law exactly, so the held-out errors are small against the truth's scale
+    truth = chinchilla_truth(cal.heldout.N.to_numpy(), cal.heldout.D.to_numpy())
+    assert np.allclose(cal.heldout.y, truth, rtol=0.05)
+    back = bs.load_fit(cal_fit.with_discrepancy(0.05).save(tmp_path / "f.nc"))
+    assert back.discrepancy == 0.05
+
+
+def test_bad_holdout_and_tau(chinchilla_fit):
+    with pytest.raises(ValueError, match="holdout"):
+        chinchilla_fit.calibrate(holdout=1.5)
+    with pytest.raises(ValueError, match="toward"):
+        chinchilla_fit.calibrate(toward="up")
+    with pytest.raises(ValueError, match="tau"):
+        chinchilla_fit.with_discrepancy(-1.0)
+    with pytest.raises(bs.RunTableError, match="holdout"):
+        chinchilla_fit.calibrate(holdout=0.95)
+
+
+def test_fit_many_pooled_calibration_sets_one_tau():
+    rng = np.random.default_rng(5)
+    x = np.geomspace(1e3, 1e6, 10)
+    rows = [{"curve": c, "x": xi, "y": 2.0 * xi**-0.3 * (1 + 0.05 * c) * np.exp(rng.normal(0, 0.01))}
+            for c in range(2) for xi in x]
+    import pandas as pd
+
+    fm = bs.fit_many(pd.DataFrame(rows), "M1", group="curve", x="x", y="y", refit_flagged=False, **FAST)
+    cal = fm.calibrate(holdout=0.3, **FAST)
+    taus = {f.discrepancy for f in cal.values()}
+    assert len(taus) == 1 and next(iter(taus)) >= 0
+    assert set(next(iter(cal.values())).calibration.heldout["group"]) == {0, 1}
+    assert all(f.discrepancy == 0.0 for f in fm.values())
