@@ -46,3 +46,17 @@ _repair_numpyro_submodules()
 def backend() -> str:
     """The JAX platform in use ('cpu', 'gpu', ...)."""
     return jax.default_backend()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one), for benchmark and training records."""
+    import platform
+    from pathlib import Path
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"

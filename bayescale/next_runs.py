@@ -163,7 +163,7 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
     S = T.shape[0]
     T = T - T.mean(axis=0)
     mu = draws.mean(cand)                                           # (S, C)
-    J, C = n_outcomes, mu.shape[1]
+    J = n_outcomes
     var0 = float(T.var(axis=0).mean())
     logw = np.zeros((J, S))                                         # each simulated world's weights
     chosen, gains, ess_rows = [], [], []
@@ -179,7 +179,6 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
         lw_new = logw[:, None, :] + np.moveaxis(ll, 2, 1)           # (J, C, S)
         var, ess = _weighted_var(lw_new, T)                         # (J, C)
         cur, _ = _weighted_var(logw, T)                             # (J,)
-        exp_var = var.mean(axis=0)
         per_world = cur[:, None] - var                              # (J, C): gain in each simulated world
         gain = per_world.mean(axis=0)
         se = per_world.std(axis=0, ddof=1) / np.sqrt(J)             # Monte Carlo error of the expected gain

@@ -8,7 +8,8 @@ Suites (bundled data, :mod:`bayescale.datasets`):
 - ``gadre``: per corpus fit N <= 411M, predict the 1.4B and 6.9B runs: C4 validation loss (domain ``loss``) and
   average downstream top-1 error from the observed loss via the loss -> error law (domain ``downstream``).
 
-Methods: ``nuts:<law>`` (every applicable family), ``bma`` (stacking average of the cached NUTS families, per
+Methods: ``nuts:<law>`` (every applicable family), ``cal:<law>`` (the same plus the extrapolation discrepancy
+calibrated per domain on the fit runs, :mod:`bayescale.discrepancy`), ``bma`` (stacking average of the cached NUTS families, per
 curve), ``ls:<law>`` (multi-start least squares, lognormal residual noise), ``boot:<law>`` (bootstrap of least
 squares), ``pfn`` (when :mod:`bayescale.pfn` is available), ``all``.
 
@@ -189,8 +190,14 @@ def score(task: Task, draws: np.ndarray, logpd: np.ndarray, median: np.ndarray |
 
 
 # -- methods ------------------------------------------------------------------------------------------------
-def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings: dict) -> list[dict]:
-    """One ``fit_many`` over the tasks; per curve: draws, exact log density, pointwise LOO -> cache + scores."""
+def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings: dict,
+             calibrated: bool = False) -> list[dict]:
+    """One ``fit_many`` over the tasks; per curve: draws, exact log density, pointwise LOO -> cache + scores.
+
+    ``calibrated`` (method ``cal:<law>``): add the extrapolation discrepancy of :mod:`bayescale.discrepancy`, one
+    ``tau`` per domain from leave-future-out on the curves' fit runs (the largest 25% of each context held out;
+    the smallest for the loss -> error link, which extrapolates to lower loss). The targets are never used.
+    """
     import arviz as az
 
     import bayescale as bs
@@ -206,7 +213,19 @@ def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings:
     t0 = time.perf_counter()
     fits = bs.fit_many(runs, law, group="_g", inputs={k: k for k in law.input_names}, y="y", seed=seed,
                        refit_flagged=False, progress=False, **settings)
+    taus = {}
+    if calibrated:
+        toward = "min" if law_name == "downstream" else "max"
+        for dom in sorted({t.domain for t in tasks}):
+            idx = [i for i, t in enumerate(tasks) if t.domain == dom]
+            cal = bs.FitMany({i: fits[i] for i in idx}, law, []).calibrate(holdout=0.25, toward=toward, seed=seed,
+                                                                          **settings)
+            for i in idx:
+                fits[i] = cal[i]
+            taus[dom] = next(iter(cal.values())).discrepancy
+            print(f"cal:{law_name} {dom}: tau {taus[dom]:.4g} per decade", file=sys.stderr)
     fit_s = time.perf_counter() - t0
+    key = f"cal-{law_name}" if calibrated else law_name
     rows = []
     for i, t in enumerate(tasks):
         t1 = time.perf_counter()
@@ -217,10 +236,10 @@ def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings:
         loo_i = np.asarray(az.loo(f.idata, pointwise=True).elpd_i.values, float).reshape(-1)
         grid = grid_for(t)
         gd = f.predictive_draws(grid, seed=seed, max_draws=400)[2] if grid is not None else np.zeros((0, 0))
-        save_cache(cache, law_name, t, obs, draws=obs, logpd=logpd, loo_i=loo_i, grid_draws=gd, ok=f.ok)
+        save_cache(cache, key, t, obs, draws=obs, logpd=logpd, loo_i=loo_i, grid_draws=gd, ok=f.ok)
         row = score(t, obs, logpd)
         d = f.diagnostics
-        row.update(ok=bool(f.ok), max_rhat=d["max_rhat"], divergences=d["divergences"],
+        row.update(ok=bool(f.ok), max_rhat=d["max_rhat"], divergences=d["divergences"], tau=f.discrepancy,
                    seconds=fit_s / len(tasks) + time.perf_counter() - t1)
         rows.append(row)
     return rows
@@ -373,27 +392,18 @@ def machine() -> dict:
     import jax
 
     import bayescale
+    from bayescale._config import cpu_model
 
     return {"bayescale": bayescale.__version__, "python": platform.python_version(), "jax": jax.__version__,
             "backend": jax.default_backend(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "cpu_model": _cpu_model()}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+            "cpu_model": cpu_model()}
 
 
 def run_method(suite: str, method: str, tasks: list[Task], seed: int, cache: Path, settings: dict,
                n_boot: int) -> list[dict]:
     kind, _, law = method.partition(":")
-    if kind == "nuts":
-        return run_nuts(law, tasks, seed, cache, settings)
+    if kind in ("nuts", "cal"):
+        return run_nuts(law, tasks, seed, cache, settings, calibrated=kind == "cal")
     if kind == "bma":
         return run_bma(tasks, seed, cache)
     if kind in ("ls", "boot"):
@@ -403,13 +413,13 @@ def run_method(suite: str, method: str, tasks: list[Task], seed: int, cache: Pat
             print("pfn: bayescale.pfn is not available; skipped", file=sys.stderr)
             return []
         return run_pfn(tasks, seed)
-    raise SystemExit(f"unknown method {method!r}; use nuts:<law>, bma, ls:<law>, boot:<law>, pfn or all")
+    raise SystemExit(f"unknown method {method!r}; use nuts:<law>, cal:<law>, bma, ls:<law>, boot:<law>, pfn or all")
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.extrapolation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", choices=SUITES)
-    ap.add_argument("--method", default="all", help="nuts:<law> | bma | ls:<law> | boot:<law> | pfn | all")
+    ap.add_argument("--method", default="all", help="nuts:<law> | cal:<law> | bma | ls:<law> | boot:<law> | pfn | all")
     ap.add_argument("--domain")
     ap.add_argument("--limit", type=int, help="first N curves per domain")
     ap.add_argument("--seed", type=int, default=0)

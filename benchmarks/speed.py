@@ -99,14 +99,9 @@ def machine_info(command: str) -> dict:
     """CPU model, cores, JAX backend, package versions, git commit, date and the command behind the results."""
     import jax
 
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from bayescale._config import cpu_model
+
+    cpu = cpu_model()
     pkgs = ["bayescale", "jax", "jaxlib", "numpyro", "optax", "arviz", "scipy", "numpy", "emcee", "pandas"]
     versions = {}
     for p in pkgs:

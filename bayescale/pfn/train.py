@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -108,14 +107,9 @@ def sha256(path) -> str:
 
 
 def hardware() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from bayescale._config import cpu_model
+
+    cpu = cpu_model()
     dev = jax.devices()[0]
     where = f"{dev.platform}: {getattr(dev, 'device_kind', '')}" if dev.platform != "cpu" else f"cpu: {cpu}"
     return f"{where}, {os.cpu_count()} logical cores visible"
