@@ -88,8 +88,13 @@ class PyMCFit(Fit):
             out = {k: v[idx] for k, v in out.items()}
         return out
 
-    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000):
-        """Posterior draws of ``mu`` and of a new observed ``y`` at ``at`` via PyMC: (frame, mu (S, points), obs)."""
+    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000, discrepancy=None):
+        """Posterior draws of ``mu`` and of a new observed ``y`` at ``at`` via PyMC: (frame, mu (S, points), obs).
+
+        An extrapolation error ``discrepancy`` (default: the fit's ``tau``) scales both by ``exp(delta)``.
+        """
+        from bayescale.discrepancy import discrepancy_draws
+
         pm = _import_pymc()
         frame = query_points(self.law, at, self.columns)
         p = self.draws(max_draws)
@@ -105,7 +110,10 @@ class PyMCFit(Fit):
         group = pp["predictions"]
         mu = np.asarray(group[self.mu_name].values, float).reshape(n_draws, len(frame))
         obs = np.asarray(group[self.y_name].values, float).reshape(n_draws, len(frame))
-        return frame, mu, obs
+        tau = self.discrepancy if discrepancy is None else float(discrepancy)
+        key = np.asarray([0, (self.seed if seed is None else seed) + 2], np.uint32)
+        factor = discrepancy_draws(self.law, frame, self.scales, tau, n_draws, key)
+        return frame, mu * factor, obs * factor
 
     def save(self, path):
         raise NotImplementedError("saving a PyMCFit is not supported (it would need the PyMC model to predict again); "

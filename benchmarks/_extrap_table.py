@@ -52,7 +52,7 @@ def _f(v, fmt=".4f", se=None):
 
 
 def _method_key(m: str):
-    order = {"nuts": 0, "bma": 1, "pfn": 2, "boot": 3, "ls": 4}
+    order = {"nuts": 0, "cal": 0.5, "bma": 1, "pfn": 2, "boot": 3, "ls": 4}
     return (order.get(m.split(":")[0], 9), m)
 
 
@@ -158,6 +158,14 @@ def notes(res: list[dict]) -> list[str]:
             w = d["pfn_weights"]
             out.append(f"- `pfn` on {d['suite']}: weights {w.get('config_name')} at step {w.get('step')} of "
                        f"{w.get('total_steps')} (sha256 {str(w.get('sha256'))[:12]}).")
+    for d in res:
+        if d["method"].startswith("cal:"):
+            taus: dict = {}
+            for c in d["curves"]:
+                taus.setdefault(c["domain"], c.get("tau"))
+            txt = ", ".join(f"{dom} {t:.3g}" for dom, t in taus.items() if t is not None)
+            out.append(f"- `{d['method']}` on {d['suite']}: NUTS plus the extrapolation error (`bayescale.discrepancy`),"
+                       f" tau per decade beyond the runs from leave-future-out on the fit runs, pooled per domain: {txt}.")
     for d in res:
         if d["method"] != "bma":
             continue
