@@ -67,6 +67,17 @@ def _fmt(v) -> str:
         return repr(v)
 
 
+def _smaller_law(law: Law, n: int) -> str:
+    """', or choose ...' naming a registered law with the same inputs that fits in ``n`` points, if any."""
+    from bayescale.laws import list_laws
+
+    fits = [o for o in list_laws() if o.input_names == law.input_names and o.needs_points <= n]
+    if not fits:
+        return ""
+    best = max(fits, key=lambda o: o.needs_points)
+    return f", or choose a law with fewer parameters (e.g. {best.name}, {best.needs_points} points)"
+
+
 def _row_label(df: pd.DataFrame, pos: int) -> str:
     return f"row {pos} (index {df.index[pos]!r})"
 
@@ -83,7 +94,7 @@ def _column(df: pd.DataFrame, col: str, role: str) -> pd.Series:
         pos = int(np.flatnonzero(bad)[0])
         raise RunTableError(
             f"column {col!r} (the {role}) has {int(bad.sum())} missing, non-numeric or infinite value(s); "
-            f"the first is {_row_label(df, pos)}: {df[col].iloc[pos]!r}. Drop or fix those rows first."
+            f"the first is {_row_label(df, pos)}: {_fmt(df[col].iloc[pos])}. Drop or fix those rows first."
         )
     return s.astype(float)
 
@@ -186,8 +197,7 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
             where = f" in group {g[0]!r}" if keys else ""
             raise RunTableError(
                 f"law {law.name!r} has {len(law.params)} parameters plus a noise scale and needs at least "
-                f"{law.needs_points} distinct points; got {n}{where}. Add runs, or choose a law with fewer parameters "
-                f"(e.g. {'M1 (3 points)' if len(law.inputs) == 1 else 'kaplan (5 points)'})."
+                f"{law.needs_points} distinct points; got {n}{where}. Add runs{_smaller_law(law, n)}."
             )
     return RunData(law=law, frame=out, columns=columns, likelihood=likelihood)
 
