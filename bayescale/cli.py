@@ -122,7 +122,7 @@ def _predict_pfn(args) -> int:
     if not args.x:
         raise BayescaleError("--method pfn needs --x <column> (the one input) and --y <column>")
     res = pfn_predict(args.fit, x=args.x, y=args.y, at=args.at, levels=_levels(args.levels), group=args.group,
-                      seed=args.seed or 0, weights=args.weights)
+                      seed=args.seed or 0, weights=args.weights, calibrated=not args.raw)
     res = res if isinstance(res, dict) else {None: res}
     if args.out:
         for g, b in res.items():
@@ -141,10 +141,17 @@ def cmd_pfn_train(args) -> int:
     from bayescale.pfn.train import train
 
     info = train(args.config, steps=args.steps, max_minutes=args.max_minutes, out=args.out, resume=args.resume,
-                 seed=args.seed, progress=not args.quiet)
+                 seed=args.seed, progress=not args.quiet, calibration_curves=args.calibration_curves)
     if info:
         print(f"best weights: {args.out}/{info['weights']} (step {info['step']}, validation NLL {info['val_nll']:.4f}, "
               f"{info['n_params']:,} parameters)")
+    return 0
+
+
+def cmd_pfn_calibrate(args) -> int:
+    from bayescale.pfn.calibrate import fit_recalibration
+
+    fit_recalibration(args.weights, n_curves=args.curves, **({} if args.seed is None else {"seed": args.seed}))
     return 0
 
 
@@ -286,6 +293,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--y", default="loss", help="(--method pfn) the outcome column (default: loss)")
     p.add_argument("--group", help="(--method pfn) column naming curves: one set of bands per curve")
     p.add_argument("--weights", help="(--method pfn) a .npz written by `bayescale pfn train` (default: the bundled one)")
+    p.add_argument("--raw", action="store_true", help="(--method pfn) the raw network's predictive, not recalibrated")
     p.add_argument("--at", required=True, help="query points, e.g. N=7e10,D=1.4e12 (';' separates several)")
     p.add_argument("--levels", default="0.5,0.8,0.9,0.95")
     p.add_argument("--seed", type=int, default=None)
@@ -296,7 +304,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--laws", required=True, help="comma-separated law names")
     _add_fit_args(p)
     p.set_defaults(func=cmd_compare)
-    p = sub.add_parser("pfn", help="the amortized PFN extrapolator: `bayescale pfn train`")
+    p = sub.add_parser("pfn", help="the amortized PFN extrapolator: `bayescale pfn train|calibrate`")
     pfn_sub = p.add_subparsers(dest="pfn_command", required=True)
     p = pfn_sub.add_parser("train", help="train the PFN on prior draws (checkpoints, resume, best weights)")
     p.add_argument("--config", default="small", choices=["tiny", "small", "base"],
@@ -307,7 +315,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--calibration-curves", type=int, default=4096,
+                   help="prior curves per split for the recalibration map fitted at the end (0: skip; default 4096)")
     p.set_defaults(func=cmd_pfn_train)
+    p = pfn_sub.add_parser("calibrate", help="fit the PFN's recalibration map on held-out prior draws (into its JSON)")
+    p.add_argument("--weights", help="a .npz written by `bayescale pfn train` (default: the bundled one)")
+    p.add_argument("--curves", type=int, default=4096, help="prior curves per split (default 4096)")
+    p.add_argument("--seed", type=int, help="first calibration seed (default 30000000; see bayescale.pfn.calibrate)")
+    p.set_defaults(func=cmd_pfn_calibrate)
     p = sub.add_parser("demo", help="fit Chinchilla below 1e21 FLOP and predict the larger runs")
     p.add_argument("--out", default="out", help="folder for the plot and JSON (default: out)")
     p.add_argument("--seed", type=int, default=0)

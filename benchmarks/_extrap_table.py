@@ -156,8 +156,11 @@ def notes(res: list[dict]) -> list[str]:
     for d in res:
         if d["method"] == "pfn" and isinstance(d.get("pfn_weights"), dict):
             w = d["pfn_weights"]
+            rc = w.get("recalibration")
             out.append(f"- `pfn` on {d['suite']}: weights {w.get('config_name')} at step {w.get('step')} of "
-                       f"{w.get('total_steps')} (sha256 {str(w.get('sha256'))[:12]}).")
+                       f"{w.get('total_steps')} (sha256 {str(w.get('sha256'))[:12]}); "
+                       + (f"recalibrated predictive (map fitted on {rc}; no real data)." if rc else
+                          "raw network predictive (no recalibration map)."))
     for d in res:
         if d["method"].startswith("cal:"):
             taus: dict = {}

@@ -460,6 +460,9 @@ def main(argv=None) -> dict:
                 info = importlib.import_module("bayescale.pfn").load().info
                 extra["pfn_weights"] = {k: info.get(k) for k in ("config_name", "step", "total_steps", "sha256",
                                                                  "val_nll")}
+                rc = info.get("recalibration")  # run_pfn uses the default, recalibrated predictive
+                extra["pfn_weights"]["recalibration"] = (f"{sum(rc['curves'].values())} prior curves, seeds "
+                                                         f"{rc['seed_range'][0]}-{rc['seed_range'][1]}" if rc else None)
             except Exception as exc:  # the weights' description is informative only
                 extra["pfn_weights"] = f"unknown ({type(exc).__name__})"
         res = {"suite": args.suite, "method": method, **extra, "seed": args.seed, "domain": args.domain, "limit": args.limit,

@@ -1,8 +1,9 @@
 """Is the shipped PFN right? Calibration on held-out prior draws, agreement with NUTS, speed, size.
 
-(a) Held-out prior draws (seeds disjoint from training and validation), prefix (extrapolation) and random-subset
-    (interpolation) splits: coverage of central 50/60/70/80/90/95/99% intervals of every target point, and the NLL
-    of ln y per target (nats; the density of y is the density of ln y divided by y).
+(a) Held-out prior draws (seeds disjoint from training, validation and the recalibration draws), prefix
+    (extrapolation) and random-subset (interpolation) splits: coverage of central 50/60/70/80/90/95/99% intervals of
+    every target point, and the NLL of ln y per target (nats; the density of y is the density of ln y divided by y),
+    for the recalibrated predictive (the default) and the raw network's.
 (b) A single-family prior (M2, the registry's priors and noise prior, no bumps, no extra noise spread): PFN
     quantiles against the NUTS posterior predictive of M2 (``bayescale.fit``) on the same context points, at the
     held-out extrapolation points; the gap is in ln-y units and relative to the NUTS predictive sd of ln y. The
@@ -30,7 +31,8 @@ from benchmarks._common import RESULTS_MD, ROOT, update_markdown
 
 START, END = "<!-- pfn:start -->", "<!-- pfn:end -->"
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
-TEST_SEED = 20_000_000  # disjoint from training (fold_in of seed 0) and validation (10_000_000+)
+# disjoint from training (fold_in of seed 0), validation (10_000_000+) and recalibration (30_000_000+)
+TEST_SEED = 20_000_000
 
 
 def _curves(d, i):
@@ -39,7 +41,7 @@ def _curves(d, i):
     return x[c], d["y"][i][c], x[tg], d["y"][i][tg]
 
 
-def calibration(n_curves: int, split: str, seed: int) -> dict:
+def calibration(n_curves: int, split: str, seed: int, calibrated: bool = True) -> dict:
     from bayescale.pfn import predictive_many, sample_prior
     from bayescale.pfn.prior import FAMILIES
 
@@ -47,7 +49,7 @@ def calibration(n_curves: int, split: str, seed: int) -> dict:
     keep = [i for i in range(n_curves) if d["target"][i].any()]
     items = [_curves(d, i) for i in keep]
     t0 = time.perf_counter()
-    preds = predictive_many([(xc, yc, xq) for xc, yc, xq, _ in items])
+    preds = predictive_many([(xc, yc, xq) for xc, yc, xq, _ in items], calibrated=calibrated)
     secs = time.perf_counter() - t0
     inside = {lv: [] for lv in LEVELS}
     nll, fam, pit = [], [], []
@@ -66,7 +68,7 @@ def calibration(n_curves: int, split: str, seed: int) -> dict:
         if m.any():
             per_family[name] = {"targets": int(m.sum()), "nll": float(np.median(nll[m])),
                                 "coverage": {str(lv): float(inside[lv][m].mean()) for lv in LEVELS}}
-    return {"split": split, "curves": len(keep), "targets": int(len(nll)),
+    return {"split": split, "calibrated": calibrated, "curves": len(keep), "targets": int(len(nll)),
             "coverage": {str(lv): float(inside[lv].mean()) for lv in LEVELS},
             "max_abs_gap_pts": float(max(abs(inside[lv].mean() - lv) for lv in LEVELS) * 100),
             "nll_mean": float(nll.mean()), "nll_median": float(np.median(nll)),
@@ -192,10 +194,13 @@ def plot(results: dict, path: Path):
     ax = axs[0]
     for r, mk in zip(results["calibration"], "os"):
         ax.plot(LEVELS, [r["coverage"][str(lv)] for lv in LEVELS], mk + "-", label=f"{r['split']} split")
+    for r, mk, c in zip(results.get("calibration_raw", []), "os", ("C0", "C1")):
+        ax.plot(LEVELS, [r["coverage"][str(lv)] for lv in LEVELS], mk + "--", color=c, alpha=0.5, mfc="none",
+                label=f"{r['split']}, raw network")
     ax.plot([0.45, 1], [0.45, 1], "k:", lw=1)
     ax.set_xlabel("nominal central interval")
     ax.set_ylabel("share of held-out prior targets inside")
-    ax.set_title("PFN calibration on held-out prior draws")
+    ax.set_title("PFN (recalibrated) on held-out prior draws")
     ax.legend()
     ax = axs[1]
     for r in results["calibration"]:
@@ -204,7 +209,7 @@ def plot(results: dict, path: Path):
     ax.axhline(1, color="k", ls=":", lw=1)
     ax.set_xlabel("PIT = predictive CDF at the true value")
     ax.set_ylabel("density (uniform = 1)")
-    ax.set_title("PIT histogram")
+    ax.set_title("PIT histogram (recalibrated)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -219,11 +224,27 @@ def _goal_text(res: dict, info: dict) -> str:
         txt = f"{r['split']} split: within 2 points at " + (", ".join(f"{lv:.0%}" for lv in good) or "no level")
         if bad:
             wide = all(r["coverage"][str(lv)] > lv for lv in bad)
-            txt += ", not at " + ", ".join(f"{lv:.0%}" for lv in bad) + (" (too wide there)" if wide else "")
+            narrow = all(r["coverage"][str(lv)] < lv for lv in bad)
+            txt += (", not at " + ", ".join(f"{lv:.0%}" for lv in bad)
+                    + (" (too wide there)" if wide else " (too narrow there)" if narrow else ""))
         parts.append(txt)
     curves = info["step"] * info["config"]["batch"]
-    return ("Goal, coverage within 2 points of nominal: " + "; ".join(parts) + f". The network saw {curves:,} "
-            "synthetic curves (NSL-PFN: 1.6M).")
+    return ("Goal, coverage within 2 points of nominal (recalibrated): " + "; ".join(parts) + f". The network saw "
+            f"{curves:,} synthetic curves (NSL-PFN: 1.6M).")
+
+
+def _recal_text(info: dict) -> str:
+    rc = info.get("recalibration")
+    if not rc:
+        return "The weights carry no recalibration map: the rows are the raw network's."
+    t = rc["targets"]
+    return ("*Recalibrated*: the network's predictive CDF F is mapped through a monotone piecewise-linear R "
+            "(Kuleshov et al. 2018; `bayescale/pfn/calibrate.py`), one map for queries beyond the context's x range "
+            "and one inside it, fitted on synthetic prior draws only, no real data: "
+            f"{sum(rc['curves'].values()):,} curves (prefix and random splits), {t['extrapolated']:,} extrapolated and "
+            f"{t['interpolated']:,} interpolated targets, seeds {rc['seed_range'][0]:,}-{rc['seed_range'][1]:,}, "
+            "disjoint from training, validation and these test draws. *Raw network*: the same draws without R "
+            "(`calibrated=False`).")
 
 
 def markdown(res: dict) -> str:
@@ -235,20 +256,24 @@ def markdown(res: dict) -> str:
              f"{info['step']} steps of {info['config']['batch']} curves, {info['train_seconds'] / 60:.0f} min on "
              f"{info['hardware']}; validation NLL {info['val_nll']:.3f} in normalised units). Trained on the whole "
              "mixture prior (`bayescale/pfn/prior.py`).", "",
-             "**(a) Held-out prior draws** (seeds disjoint from training/validation; 48 positions per curve). Share of "
-             "target points inside the central interval, and the NLL of ln y per target (nats):", "",
-             "| split | curves | targets | " + " | ".join(f"{int(lv * 100)}%" for lv in LEVELS)
+             "**(a) Held-out prior draws** (seeds disjoint from training, validation and recalibration; 48 positions "
+             "per curve). Share of target points inside the central interval, and the NLL of ln y per target (nats):",
+             "",
+             "| split | predictive | curves | targets | " + " | ".join(f"{int(lv * 100)}%" for lv in LEVELS)
              + " | max gap (pts) | NLL mean | NLL mean, 1% trimmed | NLL median |",
-             "|---|---|---|" + "---|" * len(LEVELS) + "---|---|---|---|"]
-    for r in res["calibration"]:
-        lines.append(f"| {r['split']} | {r['curves']} | {r['targets']} | "
+             "|---|---|---|---|" + "---|" * len(LEVELS) + "---|---|---|---|"]
+    rows = [(r, "recalibrated" if r.get("calibrated", True) else "raw network") for r in res["calibration"]]
+    rows += [(r, "raw network") for r in res.get("calibration_raw", [])]
+    for r, kind in sorted(rows, key=lambda rk: rk[0]["split"] != "prefix"):
+        lines.append(f"| {r['split']} | {kind} | {r['curves']} | {r['targets']} | "
                      + " | ".join(f"{r['coverage'][str(lv)]:.3f}" for lv in LEVELS)
                      + f" | {r['max_abs_gap_pts']:.1f} | {r['nll_mean']:.3f} | {r['nll_mean_trimmed_1pct']:.3f} | "
                      f"{r['nll_median']:.3f} |")
-    lines += ["", "A few prior draws put targets far outside everything the network was trained on (normalised "
+    lines += ["", _recal_text(info), "",
+              "A few prior draws put targets far outside everything the network was trained on (normalised "
               "targets beyond +-30 are clipped in training), and their NLL dominates the plain mean; the trimmed mean "
               "and the median describe the bulk. " + _goal_text(res, info), "",
-              "Per family (prefix split), 90% coverage and median NLL: "
+              "Per family (prefix split, recalibrated), 90% coverage and median NLL: "
               + ", ".join(f"{k} {v['coverage']['0.9']:.2f} / {v['nll']:.2f}"
                           for k, v in res["calibration"][0]["per_family"].items()) + ".", ""]
     a = res.get("nuts")
@@ -259,7 +284,7 @@ def markdown(res: dict) -> str:
                   f"NUTS {a['nuts_draws']} draws ({a['nuts_ok_share']:.0%} passed the diagnostics gate). Median "
                   "|PFN quantile - NUTS quantile| of ln y, in units of the NUTS predictive sd: "
                   + ", ".join(f"q{float(q) * 100:g} {v:.2f}" for q, v in gs.items())
-                  + f". 90% interval coverage of the true values: PFN {a['coverage90_pfn']:.3f}, NUTS "
+                  + f". 90% interval coverage of the true values: PFN (recalibrated) {a['coverage90_pfn']:.3f}, NUTS "
                   f"{a['coverage90_nuts']:.3f}; median 90% width in ln y: PFN {a['median_width90_ln_y_pfn']:.3f}, "
                   f"NUTS {a['median_width90_ln_y_nuts']:.3f}. The shipped PFN was trained on the mixture prior, "
                   "not on M2 alone, and the generative prior draws the y scales that NUTS reads off the data, so "
@@ -308,11 +333,13 @@ def main(argv=None):
         raise SystemExit("no valid bundled PFN weights: train them first (bayescale pfn train --config small ...)")
     L = load()
     info = {k: v for k, v in L.info.items() if k != "history_rows"}
-    res = {"machine": meta, "weights": info, "weights_mb": L.path.stat().st_size / 1e6, "calibration": []}
+    res = {"machine": meta, "weights": info, "weights_mb": L.path.stat().st_size / 1e6, "calibration": [],
+           "calibration_raw": []}
     for split, off in (("prefix", 0), ("random", 1)):
-        res["calibration"].append(calibration(args.curves, split, args.seed + off))
-        r = res["calibration"][-1]
-        print(f"{split}: coverage {r['coverage']} NLL {r['nll_mean']:.3f}", flush=True)
+        for cal, key in ((True, "calibration"), (False, "calibration_raw")):
+            res[key].append(calibration(args.curves, split, args.seed + off, calibrated=cal))
+            r = res[key][-1]
+            print(f"{split} {key}: coverage {r['coverage']} NLL {r['nll_mean']:.3f}", flush=True)
     res["speed"] = speed(0)
     print("speed", res["speed"], flush=True)
     if args.nuts_curves > 0:

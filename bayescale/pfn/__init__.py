@@ -4,6 +4,8 @@
   1-3 breaks, saturating and non-monotone curves, random noise), a pure seeded batched sampler;
 - :mod:`~bayescale.pfn.network`: the Equinox transformer and its full-support bar output distribution;
 - :mod:`~bayescale.pfn.train`: training with optax (``bayescale pfn train --config small|base``; ``bayescale.pfn.train.train``);
+- :mod:`~bayescale.pfn.calibrate`: the post-hoc recalibration map of the predictive CDF, fitted on held-out prior
+  draws (``bayescale pfn calibrate``), stored in the weights' JSON and applied by default;
 - :mod:`~bayescale.pfn.infer`: loading the bundled weights (sha256-checked) and predicting.
 
 API: :func:`available`, :func:`predictive` (one curve -> a :class:`~bayescale.pfn.infer.Predictive` with

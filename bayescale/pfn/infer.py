@@ -5,6 +5,11 @@ output is a full-support bar distribution over ``z`` at each query. Here it is m
 ``y = exp(m + s z)``, so ``logpdf_y(y) = logpdf_z(z) - ln s - ln y`` and ``cdf_y(y) = cdf_z(z)``. The network runs
 in float32; the bar distribution (probabilities, CDF, quantiles, Jacobian) is evaluated in float64.
 
+By default the predictive is recalibrated (:mod:`bayescale.pfn.calibrate`, Kuleshov et al. 2018): with ``F`` the
+network's CDF and ``R`` a monotone map fitted on held-out prior draws (one for queries beyond the context's x range,
+one for those inside it), ``cdf = R(F)``, ``quantile(q) = F^{-1}(R^{-1}(q))``, ``logpdf = ln R'(F) + logpdf_F``.
+``calibrated=False`` gives the raw network's predictive.
+
 Nothing is downloaded: weights are read from ``bayescale/pfn/weights/`` (or a path given), and their sha256 is
 checked against the JSON beside them before use.
 """
@@ -56,8 +61,9 @@ def weights_path(name_or_path=None) -> Path:
 
 
 class _Loaded:
-    def __init__(self, model, cfg: PFNConfig, borders: np.ndarray, info: dict, path: Path):
+    def __init__(self, model, cfg: PFNConfig, borders: np.ndarray, info: dict, path: Path, recal=None):
         self.model, self.cfg, self.borders, self.info, self.path = model, cfg, borders, info, path
+        self.recal = recal  # Recalibration, or None when the JSON has no "recalibration" entry
         self.forward = eqx.filter_jit(lambda m, u, z, c: jax.vmap(m)(u, z, c))
 
 
@@ -71,6 +77,7 @@ def load(path=None) -> _Loaded:
 
 @lru_cache(maxsize=4)
 def _load(path: str, _m1, _m2) -> _Loaded:
+    from bayescale.pfn.calibrate import Recalibration
     from bayescale.pfn.train import FORMAT, _load_arrays, sha256
 
     p, meta_p = Path(path), Path(path).with_suffix(".json")
@@ -100,7 +107,15 @@ def _load(path: str, _m1, _m2) -> _Loaded:
         raise PFNWeightsError(f"PFN weights {p} do not match their config {meta_p.name}: {exc}. {fix}") from None
     if borders.shape != (cfg.n_bins + 1,) or not np.all(np.diff(borders) > 0):
         raise PFNWeightsError(f"PFN weights {p}: bin borders are malformed. {fix}")
-    return _Loaded(model, cfg, borders, info, p)
+    recal = None
+    if "recalibration" in info:
+        try:
+            recal = Recalibration.from_dict(info["recalibration"])
+        except ValueError as exc:
+            raise PFNWeightsError(f"PFN weights metadata {meta_p}: the 'recalibration' entry is malformed ({exc}). "
+                                  f"Refit it: `bayescale pfn calibrate --weights {p}`, or delete the entry to use the "
+                                  "raw network.") from None
+    return _Loaded(model, cfg, borders, info, p, recal)
 
 
 def available(path=None) -> bool:
@@ -122,20 +137,59 @@ class Predictive:
     A full-support bar distribution over ``z = (ln y - loc) / scale`` per query. ``quantile(q)``: scalar q ->
     (m,), array -> (len(q), m); ``logpdf(y)``, ``cdf(y)``: (m,) for y of shape (m,) (or broadcastable);
     ``sample(n, seed)`` -> (n, m); ``median()``, ``mean()`` -> (m,).
+
+    ``beyond`` (m,): decades of x outside the context's range (0 inside). With ``recalibration`` (a
+    :class:`~bayescale.pfn.calibrate.Recalibration`), queries with ``beyond > 0`` take its extrapolated map, the
+    others its interpolated one; ``calibrated`` says whether a map is applied.
     """
 
-    def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None):
+    def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None, recalibration=None):
         self.probs = np.asarray(probs, np.float64)  # (m, K)
         self.borders = np.asarray(borders, np.float64)  # (K + 1,)
         self.loc, self.scale = float(loc), float(scale)
         self.x_query = None if x_query is None else np.asarray(x_query, float)
         self.seed = seed
-        self.beyond = beyond
+        self.beyond = None if beyond is None else np.broadcast_to(np.asarray(beyond, float), (len(self.probs),))
         self._cum = np.concatenate([np.zeros((len(self.probs), 1)), np.cumsum(self.probs, axis=1)], axis=1)
         self._cum[:, -1] = 1.0
+        self._recal = recalibration
+        if recalibration is not None and self.beyond is None:
+            raise ValueError("a recalibrated Predictive needs beyond= (which queries lie outside the context)")
+        self.calibrated = recalibration is not None
 
     def __len__(self) -> int:
         return len(self.probs)
+
+    # -- recalibration map R, per query (identity when uncalibrated) -------------------------------------------
+    def _kinds(self):
+        ext = self.beyond > 0
+        return [(kind, mask) for kind, mask in (("extrapolated", ext), ("interpolated", ~ext)) if mask.any()]
+
+    def _r(self, p):
+        """R(p) for raw PIT values p (m,)."""
+        if not self.calibrated:
+            return p
+        out = np.array(p, float)
+        for kind, mask in self._kinds():
+            out[mask] = self._recal.forward(kind, p[mask])
+        return out
+
+    def _r_inv(self, q):
+        """R^{-1}(q): levels q (n,) -> raw levels (n, m)."""
+        q = np.asarray(q, float)
+        out = np.repeat(q[:, None], len(self), axis=1)
+        if self.calibrated:
+            for kind, mask in self._kinds():
+                out[:, mask] = self._recal.inverse(kind, q)[:, None]
+        return out
+
+    def _log_r_slope(self, p):
+        """ln R'(p) for raw PIT values p (m,)."""
+        out = np.zeros(len(self))
+        if self.calibrated:
+            for kind, mask in self._kinds():
+                out[mask] = self._recal.log_slope(kind, p[mask])
+        return out
 
     # -- in z (normalised ln y) ---------------------------------------------------------------------------
     def _z_logpdf(self, z):
@@ -165,11 +219,12 @@ class Predictive:
         return np.where(z < b[1], left, np.where(z >= b[-2], right, inner))
 
     def _z_quantile(self, q):
-        """q (n,) in (0, 1) -> z (n, m)."""
+        """q (n,) or per query (n, m) in (0, 1) -> z (n, m)."""
         b, p, cum = self.borders, self.probs, self._cum
         k = len(b) - 1
         w = np.diff(b)
-        q = np.asarray(q, float)[:, None]  # (n, 1)
+        q = np.asarray(q, float)
+        q = q[:, None] if q.ndim == 1 else q  # (n, 1) or (n, m)
         # bin of each quantile: number of cumulative borders <= q (per row)
         idx = np.clip((cum[None, :, 1:k] <= q[:, :, None]).sum(-1), 0, k - 1)  # (n, m)
         rows = np.arange(len(p))[None, :]
@@ -190,20 +245,22 @@ class Predictive:
     def logpdf(self, y) -> np.ndarray:
         """Log density of observed y (original units, Jacobian of y -> z included); -inf for y <= 0."""
         y = np.broadcast_to(np.asarray(y, float), (len(self),))
-        z = self._to_z(y)
-        out = self._z_logpdf(np.nan_to_num(z)) - math.log(self.scale) - np.log(np.where(y > 0, y, 1.0))
+        z = np.nan_to_num(self._to_z(y))
+        out = self._z_logpdf(z) - math.log(self.scale) - np.log(np.where(y > 0, y, 1.0))
+        if self.calibrated:
+            out = out + self._log_r_slope(self._z_cdf(z))
         return np.where(y > 0, out, -np.inf)
 
     def cdf(self, y) -> np.ndarray:
         y = np.broadcast_to(np.asarray(y, float), (len(self),))
         z = self._to_z(y)
-        return np.where(y > 0, self._z_cdf(np.nan_to_num(z)), 0.0)
+        return np.where(y > 0, self._r(self._z_cdf(np.nan_to_num(z))), 0.0)
 
     def quantile(self, q) -> np.ndarray:
         qa = np.asarray(q, float)
         if np.any(~np.isfinite(qa)) or np.any((qa <= 0) | (qa >= 1)):
             raise ValueError(f"quantile levels must lie strictly between 0 and 1, got {q}")
-        out = np.exp(self.loc + self.scale * self._z_quantile(np.atleast_1d(qa)))
+        out = np.exp(self.loc + self.scale * self._z_quantile(self._r_inv(np.atleast_1d(qa))))
         return out[0] if qa.ndim == 0 else out
 
     def median(self) -> np.ndarray:
@@ -217,7 +274,7 @@ class Predictive:
     def sample(self, n: int, seed: int | None = None) -> np.ndarray:
         rng = np.random.default_rng(self.seed if seed is None else seed)
         u = rng.uniform(1e-12, 1 - 1e-12, size=int(n))
-        return np.exp(self.loc + self.scale * self._z_quantile(u))
+        return np.exp(self.loc + self.scale * self._z_quantile(self._r_inv(u)))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -258,11 +315,12 @@ def _thin(x, y, k):
     return x[keep], y[keep]
 
 
-def predictive_many(curves, seed: int = 0, weights=None) -> list[Predictive]:
+def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True) -> list[Predictive]:
     """One :class:`Predictive` per ``(x_ctx, y_ctx, x_query)`` in ``curves``, all in a few batched calls.
 
     A curve with more context points than the network was trained on (:func:`max_context`, 40 for ``small``) is
-    thinned to that many, evenly spaced in rank of x, keeping the first and the last run.
+    thinned to that many, evenly spaced in rank of x, keeping the first and the last run. ``calibrated``: apply the
+    weights' recalibration map (when their JSON has one); ``False``: the raw network's predictive.
     """
     L = load(weights)
     curves = [_check_curve(i if len(curves) > 1 else None, *c) for i, c in enumerate(curves)]
@@ -310,13 +368,21 @@ def predictive_many(curves, seed: int = 0, weights=None) -> list[Predictive]:
     for r, (ci, nc, nq) in enumerate(index):
         out_probs[ci].append(probs[r, nc:nc + nq])
         stats[ci] = (float(m[r, 0]), float(s[r, 0]))
-    return [Predictive(np.concatenate(out_probs[i]), L.borders, stats[i][0], stats[i][1], x_query=curves[i][2],
-                       seed=seed) for i in range(len(curves))]
+    recal = L.recal if calibrated else None
+    return [Predictive(np.concatenate(out_probs[i]), L.borders, stats[i][0], stats[i][1], x_query=xq, seed=seed,
+                       beyond=_beyond(xc, xq), recalibration=recal) for i, (xc, _, xq) in enumerate(curves)]
 
 
-def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None) -> Predictive:
+def _beyond(x_ctx, x_query):
+    """Decades of each query outside the context's x range (0 inside)."""
+    lo, hi = np.log10(x_ctx.min()), np.log10(x_ctx.max())
+    lq = np.log10(x_query)
+    return np.maximum(lq - hi, 0) + np.maximum(lo - lq, 0)
+
+
+def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None, calibrated: bool = True) -> Predictive:
     """Predictive distribution of observed y at ``x_query`` given context runs ``(x_ctx, y_ctx)``."""
-    return predictive_many([(x_ctx, y_ctx, x_query)], seed=seed, weights=weights)[0]
+    return predictive_many([(x_ctx, y_ctx, x_query)], seed=seed, weights=weights, calibrated=calibrated)[0]
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -324,12 +390,13 @@ def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None) -> Predictive
 
 
 def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, group: str | None = None,
-            seed: int = 0, weights=None):
+            seed: int = 0, weights=None, calibrated: bool = True):
     """PFN posterior predictive bands for new runs at ``at``, from the runs in ``runs`` (one input x).
 
     Same :class:`bayescale.Bands` as a NUTS fit (``method="pfn"``): ``run_*`` are the predictive of an observed
     run; ``curve_*`` repeat them (see the ``curve_note`` attribute); ``extrapolation``/``beyond`` measure the
     distance outside the runs' x range in decades. With ``group=``, a dict group -> Bands (one batched call).
+    ``calibrated=False``: the raw network's predictive, without the recalibration map.
     """
     import pandas as pd
 
@@ -366,7 +433,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
         cur = rd.curve(g)
         curves.append((cur["x"].to_numpy(), cur["y"].to_numpy(), frame_q["x"].to_numpy()))
         scales.append(scales_for(law, cur))
-    preds = predictive_many(curves, seed=seed, weights=weights)
+    preds = predictive_many(curves, seed=seed, weights=weights, calibrated=calibrated)
     qs = [(1 - lv) / 2 for lv in levels] + [(1 + lv) / 2 for lv in levels]
     info = load(weights).info
     out = {}
@@ -377,7 +444,9 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
         bands = make_bands_from_quantiles(frame, pr.median(), pr.mean(), qv[:k], qv[k:], levels,
                                           beyond=distance_beyond(law, frame, sc), law="pfn", method="pfn", y=y,
                                           columns=rd.columns, curve_note=CURVE_NOTE)
-        bands.data.attrs["pfn_weights"] = f"{info.get('config_name', '?')} step {info.get('step', '?')} sha256 {info['sha256'][:12]}"
+        how = "recalibrated" if pr.calibrated else "raw network"
+        bands.data.attrs["pfn_weights"] = (f"{info.get('config_name', '?')} step {info.get('step', '?')} sha256 "
+                                           f"{info['sha256'][:12]}, {how}")
         if g is not None:
             bands.data.attrs["group"] = str(g)
         out[g] = bands

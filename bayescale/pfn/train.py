@@ -10,6 +10,8 @@ the NLL on held-out prior draws (seeds disjoint from training) is measured; the 
 sha256 of the ``.npz``; the bin borders are in the ``.npz``), and a resumable checkpoint (weights, optimizer state,
 step) to ``DIR/train_state/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at ``--steps`` or
 after ``--max-minutes`` of wall clock, whichever comes first (the learning-rate schedule is set by ``--steps``).
+At the end, the recalibration map of the best weights is fitted on fresh prior draws and added to their JSON
+(:mod:`bayescale.pfn.calibrate`; ``calibration_curves=0`` skips it).
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def save_weights(model, cfg: PFNConfig, borders, path_npz: Path, meta: dict) -> 
 def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_minutes: float | None = None,
           out="pfn_out", resume: bool = False, seed: int = 0, val_every: int = 250, n_val_batches: int = 4,
           val_batch: int = 256, border_curves: int = 32768, families=None, progress: bool = True,
-          log=print) -> dict:
+          calibration_curves: int = 4096, log=print) -> dict:
     """Train (or resume) and return the metadata of the best weights written (see the module docstring)."""
     name = config if isinstance(config, str) else "custom"
     fams = FAMILIES if families is None else tuple(f for f in FAMILIES if f in families)
@@ -251,6 +253,11 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
             break
     if bar is not None:
         bar.close()
+    if best_path.exists() and calibration_curves > 0:
+        from bayescale.pfn.calibrate import fit_recalibration
+
+        fit_recalibration(best_path, n_curves=calibration_curves, families=fams, log=log)
+        info = None
     if info is None and best_path.exists():
         info = json.loads(best_path.with_suffix(".json").read_text())
     hist = {"history": history}

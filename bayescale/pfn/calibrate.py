@@ -1,0 +1,183 @@
+"""Post-hoc recalibration of the PFN predictive (Kuleshov et al. 2018), fitted on held-out prior draws only.
+
+With ``p = F(y)`` the network's predictive CDF at the observed value (its PIT), the map ``R(p) = P(F(Y) <= p)`` is
+estimated on synthetic prior draws and applied everywhere: ``cdf' = R(F)``, ``quantile'(q) = F^{-1}(R^{-1}(q))``,
+``logpdf' = logpdf + ln R'(F)``. ``R`` is piecewise linear through the knots ``(Q_pit(l_j), l_j)``: the empirical
+quantiles of the PIT at a fixed grid of levels ``l_j`` (:data:`LEVEL_GRID`), with ``(0, 0)`` and ``(1, 1)`` added,
+strictly increasing so it is invertible. One map for extrapolated queries (outside the context's x range) and one
+for interpolated queries, each from both context/target splits of the prior (prefix and random subset).
+
+Seeds: calibration curves come from ``sample_prior(CALIB_SEED + 2 i, split="prefix")`` and
+``sample_prior(CALIB_SEED + 2 i + 1, split="random")``, ``i < n_batches``; disjoint from training
+(``fold_in(PRNGKey(seed), 1_000_000 + step)``), validation (10_000_000+), the bin borders (987_654+) and the
+benchmark's test draws (``benchmarks/pfn.py``: 20_000_000-20_000_002). No real data is used.
+
+``bayescale pfn calibrate [--weights PATH] [--curves N]`` or ``python -m bayescale.pfn.calibrate`` writes the map
+into the weights' JSON (key ``recalibration``); ``bayescale pfn train`` does so after training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+__all__ = ["CALIB_SEED", "KINDS", "LEVEL_GRID", "Recalibration", "fit_map", "fit_recalibration", "pit_values"]
+
+CALIB_SEED = 30_000_000
+KINDS = ("interpolated", "extrapolated")
+# every central-interval end of 50-99% is a knot, so those intervals are exact on the calibration draws
+LEVEL_GRID = np.array([0.005, 0.01, 0.025, 0.05, 0.075, *np.round(np.arange(0.1, 0.91, 0.05), 3), 0.925, 0.95,
+                       0.975, 0.99, 0.995])
+MIN_GAP = 1e-6  # smallest step between PIT knots (ties in the PIT would otherwise make R non-invertible)
+DESCRIPTION = ("Kuleshov et al. (2018) recalibration: cdf' = R(F), R piecewise linear through (PIT quantile, level) "
+               "knots, fitted on synthetic prior draws (no real data), one map per query kind")
+
+
+class Recalibration:
+    """Monotone maps ``R`` on [0, 1], one per query kind: ``knots[kind] = (pit, level)``, both from 0 to 1."""
+
+    def __init__(self, knots: dict, meta: dict | None = None):
+        try:
+            self.knots = {k: (np.asarray(p, np.float64), np.asarray(lv, np.float64)) for k, (p, lv) in knots.items()}
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"knots must be lists of numbers ({exc})") from None
+        self.meta = dict(meta or {})
+        for kind, (p, lv) in self.knots.items():
+            if kind not in KINDS:
+                raise ValueError(f"unknown query kind {kind!r}; expected {list(KINDS)}")
+            if p.ndim != 1 or p.shape != lv.shape or len(p) < 2:
+                raise ValueError(f"{kind}: pit and level knots must be 1-d of equal length >= 2")
+            if not (np.all(np.isfinite(p)) and np.all(np.isfinite(lv))):
+                raise ValueError(f"{kind}: knots must be finite")
+            for name, a in (("pit", p), ("level", lv)):
+                if a[0] != 0.0 or a[-1] != 1.0:
+                    raise ValueError(f"{kind}: {name} knots must start at 0 and end at 1, got {a[0]:g} ... {a[-1]:g}")
+                if not np.all(np.diff(a) > 0):
+                    raise ValueError(f"{kind}: {name} knots must be strictly increasing")
+        missing = [k for k in KINDS if k not in self.knots]
+        if missing:
+            raise ValueError(f"no map for {missing}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Recalibration:
+        """From the JSON entry; raises ValueError (with the reason) when it is malformed."""
+        if not isinstance(d, dict) or not isinstance(d.get("maps"), dict):
+            raise ValueError("expected a dict with a 'maps' dict")
+        try:
+            knots = {k: (m["pit"], m["level"]) for k, m in d["maps"].items()}
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"each map needs 'pit' and 'level' lists ({exc})") from None
+        return cls(knots, {k: v for k, v in d.items() if k != "maps"})
+
+    def to_dict(self) -> dict:
+        maps = {k: {"pit": p.tolist(), "level": lv.tolist()} for k, (p, lv) in self.knots.items()}
+        return {**self.meta, "maps": maps}
+
+    def forward(self, kind: str, p):
+        """``R(p)``."""
+        xk, yk = self.knots[kind]
+        return np.interp(p, xk, yk)
+
+    def inverse(self, kind: str, q):
+        """``R^{-1}(q)``."""
+        xk, yk = self.knots[kind]
+        return np.interp(q, yk, xk)
+
+    def log_slope(self, kind: str, p):
+        """``ln R'(p)`` (piecewise constant; the right segment at a knot)."""
+        xk, yk = self.knots[kind]
+        seg = np.clip(np.searchsorted(xk, p, side="right") - 1, 0, len(xk) - 2)
+        return np.log(np.diff(yk) / np.diff(xk))[seg]
+
+
+def fit_map(pit, levels=LEVEL_GRID) -> tuple[np.ndarray, np.ndarray]:
+    """Knots ``(pit, level)`` of ``R``: the PIT's empirical quantiles at ``levels``, pinned at (0, 0) and (1, 1)."""
+    pit = np.asarray(pit, float)
+    pit = pit[np.isfinite(pit)]
+    levels = np.asarray(levels, float)
+    if len(pit) < 10 * len(levels):
+        raise ValueError(f"{len(pit)} PIT values are too few for a {len(levels)}-knot map")
+    x = np.clip(np.quantile(pit, levels), MIN_GAP, 1 - MIN_GAP * (len(levels) + 1))
+    for i in range(1, len(x)):
+        x[i] = max(x[i], x[i - 1] + MIN_GAP)
+    return np.r_[0.0, x, 1.0], np.r_[0.0, levels, 1.0]
+
+
+def pit_values(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch: int = 512, families=None,
+               n_points: int | None = None) -> dict:
+    """Raw PIT values of the targets of ``n_curves`` prefix and ``n_curves`` random-split prior curves, by kind.
+
+    ``n_curves`` is rounded up to a whole number of batches; curves without targets are left out.
+    """
+    from bayescale.pfn.infer import load, predictive_many
+    from bayescale.pfn.prior import sample_prior
+
+    L = load(weights)
+    n_points = n_points or L.cfg.n_points
+    fams = families or L.info.get("families")
+    pits = {k: [] for k in KINDS}
+    curves = {"prefix": 0, "random": 0}
+    batch = min(batch, n_curves)
+    for i in range(int(np.ceil(n_curves / batch))):
+        for off, split in enumerate(("prefix", "random")):
+            d = {k: np.asarray(v) for k, v in sample_prior(seed + 2 * i + off, batch, n_points, split=split,
+                                                            families=fams).items()}
+            items = []
+            for j in range(batch):
+                c, tg = d["ctx"][j], d["target"][j]
+                if tg.any():
+                    x = np.exp(d["t"][j])
+                    items.append((x[c], d["y"][j][c], x[tg], d["y"][j][tg]))
+            curves[split] += len(items)
+            for p, (_, _, _, yq) in zip(predictive_many([it[:3] for it in items], weights=weights, calibrated=False),
+                                        items):
+                u = p.cdf(yq)
+                ext = p.beyond > 0
+                pits["extrapolated"].append(u[ext])
+                pits["interpolated"].append(u[~ext])
+    return {"pit": {k: np.concatenate(v) for k, v in pits.items()}, "curves": curves}
+
+
+def fit_recalibration(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch: int = 512, families=None,
+                      write: bool = True, log=print) -> dict:
+    """Fit both maps on fresh prior draws and (``write``) store them in the weights' JSON; returns the JSON entry."""
+    from bayescale.pfn.infer import weights_path
+
+    res = pit_values(weights, n_curves, seed, batch, families)
+    n_batches = int(np.ceil(n_curves / min(batch, n_curves)))
+    knots = {k: fit_map(res["pit"][k]) for k in KINDS}
+    rec = Recalibration(knots, {
+        "description": DESCRIPTION,
+        "seeds": f"sample_prior(seed, {min(batch, n_curves)} curves): prefix split seeds {seed}, {seed + 2}, ..., "
+                 f"random split seeds {seed + 1}, {seed + 3}, ..., up to {seed + 2 * n_batches - 1}",
+        "seed_range": [seed, seed + 2 * n_batches - 1],
+        "curves": res["curves"], "targets": {k: len(res["pit"][k]) for k in KINDS}})
+    entry = rec.to_dict()
+    if write:
+        meta_p = weights_path(weights).with_suffix(".json")
+        info = json.loads(meta_p.read_text())
+        info["recalibration"] = entry
+        tmp = meta_p.with_suffix(".tmp.json")
+        tmp.write_text(json.dumps(info, indent=2) + "\n")
+        os.replace(tmp, meta_p)
+        log(f"recalibration written to {meta_p} ({entry['targets']['extrapolated']} extrapolated, "
+            f"{entry['targets']['interpolated']} interpolated targets of {sum(res['curves'].values())} prior curves)")
+    return entry
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bayescale.pfn.calibrate", description=__doc__.split("\n")[0])
+    ap.add_argument("--weights", help="a .npz written by `bayescale pfn train` (default: the bundled one)")
+    ap.add_argument("--curves", type=int, default=4096, help="prior curves per split (default 4096)")
+    ap.add_argument("--seed", type=int, default=CALIB_SEED)
+    args = ap.parse_args(argv)
+    fit_recalibration(args.weights, n_curves=args.curves, seed=args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
