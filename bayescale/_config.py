@@ -1,7 +1,10 @@
-"""Process-wide JAX set-up: float64, a persistent compilation cache, quiet GPU memory use.
+"""Process-wide JAX set-up: float64, a persistent compilation cache, quiet GPU memory use, one JAX device per core.
 
 Imported first by ``bayescale``. It sets no XLA flags; JAX picks a GPU by itself when one is visible
-(``JAX_PLATFORMS=cpu`` keeps it on the CPU, as the test suite does).
+(``JAX_PLATFORMS=cpu`` keeps it on the CPU, as the test suite does). On the CPU, JAX shows one device per usable
+core (at most 8; ``BAYESCALE_CPU_DEVICES=n`` overrides), so NUTS chains run on all cores at once
+(:mod:`bayescale.sampler`). That only works when bayescale is imported before anything initialises JAX's backends;
+otherwise the chains share one device, which is slower but gives the same draws.
 """
 
 from __future__ import annotations
@@ -16,6 +19,26 @@ if "jax" not in sys.modules:
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _set_cpu_devices() -> None:
+    want = os.environ.get("BAYESCALE_CPU_DEVICES", "")
+    n = int(want) if want.strip().isdigit() and int(want) > 0 else min(_usable_cores(), 8)
+    if n > 1 and jax.config.jax_num_cpu_devices in (-1, 1):
+        try:
+            jax.config.update("jax_num_cpu_devices", n)
+        except RuntimeError:  # backends already initialised by the caller: keep what they set
+            pass
+
+
+_set_cpu_devices()
 
 _cache = os.environ.get("BAYESCALE_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "bayescale", "jax"))
 if _cache and _cache.lower() not in {"0", "off", "none"}:

@@ -3,7 +3,11 @@
 ``numpyro.infer.MCMC.run`` drives the NUTS kernel from Python between chunks; for models this small the runtime
 overhead dominates, so here the kernel (``numpyro.infer.hmc.hmc``) runs inside one jitted ``lax.scan``, vmapped
 over chains and, for :func:`bayescale.fit_many`, over curves. Each chain and curve keeps its own step size and
-mass matrix, so one hard curve does not slow the others' adaptation.
+mass matrix, so one hard curve does not slow the others' adaptation. On a CPU with several JAX devices (one per
+core, see :mod:`bayescale._config`) the chains are split across the devices (``shard_map``): vmapped chains move in
+lock step, each iteration costing the longest trajectory among them, and one core runs one program at a time, so
+separate devices both use every core and cut the lock step (``benchmarks/speed.py``). The draws do not depend on
+the number of devices.
 
 Initialisation: ``n_starts`` draws from the prior are each optimised (Adam on the unconstrained posterior), and the
 chains start from the best distinct optima. Starting NUTS at raw prior draws gets stuck on these laws (flat
@@ -24,6 +28,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro.distributions import biject_to
 from numpyro.handlers import seed, trace
 from numpyro.infer.hmc import hmc
+from jax.sharding import Mesh, PartitionSpec
 from numpyro.infer.util import constrain_fn, log_likelihood, potential_energy
 
 __all__ = ["SamplerSettings", "run_nuts"]
@@ -34,7 +39,8 @@ class SamplerSettings:
     """NUTS settings. ``dense_mass=None`` uses a dense mass matrix up to 12 parameters.
 
     ``n_starts`` prior draws are optimised for ``opt_steps`` Adam steps to start the chains; ``opt_steps=0``
-    starts the chains at raw prior draws instead.
+    starts the chains at raw prior draws instead. ``laplace_mass`` starts each chain's mass-matrix adaptation at the
+    inverse Hessian of the potential at its starting optimum (the Laplace covariance) instead of the identity.
     """
 
     num_chains: int = 4
@@ -45,6 +51,7 @@ class SamplerSettings:
     dense_mass: bool | None = None
     n_starts: int = 16
     opt_steps: int = 400
+    laplace_mass: bool = True
 
     def __post_init__(self):
         if self.num_chains < 1 or self.num_samples < 1 or self.num_warmup < 0:
@@ -85,6 +92,24 @@ def _optimize(pe, z0, steps):
     return unravel(flat), _finite(pe(unravel(flat)))
 
 
+def _laplace(pe, z):
+    """Covariance of the Laplace approximation at ``z`` (inverse Hessian of ``pe``, flattened): (dense, diagonal,
+    a square root S with S S^T = covariance).
+
+    Curvature eigenvalues are clipped to [1e-2, 1e10] (sd between 1e-5 and 10 per direction) and non-positive or
+    non-finite ones (a saddle or a flat direction) replaced by 1, the identity's value.
+    """
+    flat, unravel = ravel_pytree(z)
+    h = jax.hessian(lambda f: pe(unravel(f)))(flat)
+    w, v = jnp.linalg.eigh(0.5 * (h + h.T))
+    good = jnp.all(jnp.isfinite(h)) & jnp.all(jnp.isfinite(w))
+    w = jnp.where(good & (w > 0), jnp.clip(w, 1e-2, 1e10), 1.0)
+    v = jnp.where(good, v, jnp.eye(flat.size))
+    sqrt = v / jnp.sqrt(w)
+    cov = sqrt @ sqrt.T
+    return cov, jnp.diag(cov), sqrt
+
+
 _BAR: dict = {}
 
 
@@ -99,8 +124,17 @@ def _progress_update(i):
     bar.update(i + 1 - bar.n)
 
 
-def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, key, data):
-    k_init, k_chain, k_jit = jax.random.split(key, 3)
+def chain_devices(num_chains: int) -> int:
+    """How many JAX devices the chains are split across: the most CPU devices that divide ``num_chains``."""
+    if jax.default_backend() != "cpu":
+        return 1  # one accelerator runs the vmapped chains
+    n = min(jax.local_device_count(), num_chains)
+    return max(d for d in range(1, n + 1) if num_chains % d == 0)
+
+
+def _starts(model, settings: SamplerSettings, key, data):
+    """Multi-start MAP: chain starting points (a pytree with a leading chain axis) and the best potential found."""
+    k_init, k_jit = jax.random.split(key)
     pe = partial(potential_energy, model, (data,), {})
     z0 = jax.vmap(lambda k: _prior_z(model, k, data))(jax.random.split(k_init, settings.n_starts))
     if settings.opt_steps > 0:
@@ -114,14 +148,17 @@ def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, ke
     pick = jnp.where(v_opt[pick] - v_opt[best] < 5.0, pick, best)
     flat = jax.vmap(lambda i: ravel_pytree(jax.tree.map(lambda a: a[i], z_opt))[0])(pick)
     unravel = ravel_pytree(jax.tree.map(lambda a: a[0], z_opt))[1]
-    inits = jax.vmap(unravel)(flat + 0.01 * jax.random.normal(k_jit, flat.shape))
+    return jax.vmap(unravel)(flat + 0.01 * jax.random.normal(k_jit, flat.shape)), v_opt[best]
 
+
+def _sample_chains(pe, z_init, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, key, inv_mass):
+    """NUTS warm-up and sampling of every chain (leading axis of ``z_init`` and ``inv_mass``), split over devices."""
     init_kernel, sample_kernel = hmc(potential_fn=pe, algo="NUTS")
     total = settings.num_warmup + settings.num_samples
 
-    def chain(k, z):
-        st = init_kernel(z, settings.num_warmup, dense_mass=dense, target_accept_prob=settings.target_accept,
-                         max_tree_depth=settings.max_tree_depth, rng_key=k)
+    def chain(k, z, m):
+        st = init_kernel(z, settings.num_warmup, inverse_mass_matrix=m, dense_mass=dense,
+                         target_accept_prob=settings.target_accept, max_tree_depth=settings.max_tree_depth, rng_key=k)
 
         def step(st, i):
             st = sample_kernel(st)
@@ -133,26 +170,90 @@ def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, ke
         st, out = jax.lax.scan(step, st, jnp.arange(total))
         return jax.tree.map(lambda a: a[settings.num_warmup:], out), st.adapt_state.step_size
 
-    (z, div, energy, nsteps, acc, pot), step_size = jax.vmap(chain)(jax.random.split(k_chain, settings.num_chains), inits)
-    samples = jax.vmap(jax.vmap(lambda zz: constrain_fn(model, (data,), {}, zz)))(z)
-    ll = log_likelihood(model, samples, data, batch_ndims=2)["y"]
+    chains = jax.vmap(chain)
+    if n_dev > 1:
+        mesh = Mesh(np.array(jax.local_devices()[:n_dev]), ("chain",))
+        chains = jax.shard_map(chains, mesh=mesh, in_specs=PartitionSpec("chain"), out_specs=PartitionSpec("chain"),
+                               check_vma=False)
+    (z, div, energy, nsteps, acc, pot), step_size = chains(jax.random.split(key, settings.num_chains), z_init, inv_mass)
     stats = {"diverging": div, "energy": energy, "n_steps": nsteps, "acceptance_rate": acc, "lp": -pot,
              "step_size": jnp.broadcast_to(step_size[:, None], acc.shape)}
-    return samples, ll, stats, v_opt[best]
+    return z, stats
 
 
-@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress"))
-def _run(model, settings, dense, batched, progress, keys, data):
-    f = partial(_one_curve, model, settings, dense, progress)
+def _outputs(model, data, z):
+    samples = jax.vmap(jax.vmap(lambda zz: constrain_fn(model, (data,), {}, zz)))(z)
+    return samples, log_likelihood(model, samples, data, batch_ndims=2)["y"]
+
+
+def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, key, data):
+    k_start, k_chain = jax.random.split(key)
+    pe = partial(potential_energy, model, (data,), {})
+    inits, v_best = _starts(model, settings, k_start, data)
+    if settings.laplace_mass and settings.opt_steps > 0:
+        inv_mass = jax.vmap(lambda z: _laplace(pe, z)[0 if dense else 1])(inits)
+    else:
+        inv_mass = None
+    z, stats = _sample_chains(pe, inits, settings, dense, progress, n_dev, k_chain, inv_mass)
+    samples, ll = _outputs(model, data, z)
+    return samples, ll, stats, v_best
+
+
+def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, data):
+    """One NUTS run over all curves of a batch, each curve whitened by its Laplace approximation.
+
+    Curve b's parameters are z_b = m_b + S_b u_b (m_b its MAP, S_b S_b^T its Laplace covariance), and NUTS samples
+    all u_b together with a diagonal mass matrix: one trajectory per chain instead of one per curve and chain, so
+    the batch does not wait for its slowest lane. The curves stay independent a posteriori (the joint potential is
+    a sum); the step size and tree depth are shared, so one badly shaped curve slows, or makes diverge, the batch.
+    """
+    k_start, k_chain = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
+    def pe_one(z, d):
+        return potential_energy(model, (d,), {}, z)
+
+    inits, v_best = jax.vmap(partial(_starts, model, settings))(k_start, data)  # leaves (curve, chain, ...)
+    unravel = ravel_pytree(jax.tree.map(lambda a: a[0, 0], inits))[1]
+    flat = jax.vmap(jax.vmap(lambda z: ravel_pytree(z)[0]))(inits)  # (curve, chain, d)
+    centre = flat[:, 0]
+    sqrt = jax.vmap(lambda m, d: _laplace(lambda z: pe_one(z, d), unravel(m))[2])(centre, data)  # (curve, d, d)
+
+    def to_z(u):  # (curve, d) -> flat z (curve, d)
+        return centre + jnp.einsum("bij,bj->bi", sqrt, u)
+
+    def pe(u):
+        return jnp.sum(jax.vmap(lambda f, d: pe_one(unravel(f), d))(to_z(u), data))
+
+    u0 = jnp.swapaxes(jax.vmap(lambda s, f, m: jnp.linalg.solve(s, (f - m).T).T)(sqrt, flat, centre), 0, 1)
+    u, stats = _sample_chains(pe, u0, settings, False, progress, n_dev, k_chain[0], None)  # u (chain, draw, curve, d)
+    z = jax.vmap(jax.vmap(to_z))(u)  # (chain, draw, curve, d)
+
+    def per_curve(zc, d):  # zc (chain, draw, d)
+        samples, ll = _outputs(model, d, jax.vmap(jax.vmap(unravel))(zc))
+        lp = -jax.vmap(jax.vmap(lambda f: pe_one(unravel(f), d)))(zc)
+        return samples, ll, lp
+
+    samples, ll, lp = jax.vmap(per_curve, in_axes=(2, 0))(z, data)
+    n_curves = lp.shape[0]
+    stats = {k: jnp.broadcast_to(v, (n_curves, *v.shape)) for k, v in stats.items()}
+    stats["lp"] = lp
+    return samples, ll, stats, v_best
+
+
+@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress", "n_dev", "joint"))
+def _run(model, settings, dense, batched, progress, n_dev, keys, data, joint=False):
+    if joint:
+        return _joint(model, settings, progress, n_dev, keys, data)
+    f = partial(_one_curve, model, settings, dense, progress, n_dev)
     return jax.vmap(f)(keys, data) if batched else f(keys, data)
 
 
 def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched: bool = False,
-             progress: bool | None = None, label: str = "NUTS"):
+             progress: bool | None = None, label: str = "NUTS", joint: bool = False):
     """Sample ``model`` given ``data`` (a pytree; with ``batched`` every leaf has a leading curve axis).
 
     Returns numpy dicts: constrained samples (chain, draw, ...), pointwise log-likelihood, sample stats, and the
-    best MAP potential found during initialisation.
+    best MAP potential found during initialisation. ``joint`` (with ``batched``) samples the batch's curves in one
+    Laplace-whitened NUTS run (:func:`_joint`) instead of one NUTS per curve.
     """
     dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
     if progress is None:
@@ -162,7 +263,8 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     if batched and np.ndim(key) == 1:  # one key for the batch: split it per curve
         key = jax.random.split(key, jax.tree.leaves(data)[0].shape[0])
     try:
-        out = _run(model, settings, dense, batched, bool(progress), key, data)
+        out = _run(model, settings, dense, batched, bool(progress), chain_devices(settings.num_chains), key, data,
+                   joint=bool(joint and batched))
         out = jax.tree.map(np.asarray, out)
     finally:
         if "bar" in _BAR:

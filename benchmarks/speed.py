@@ -542,8 +542,11 @@ def main(argv=None) -> dict:
                                                "--quick writes none unless given)")
     ap.add_argument("--many-timeout", type=float, default=None, help="seconds before fit_many is stopped "
                                                                        f"(default {FULL.many_timeout_s:.0f})")
+    ap.add_argument("--curves", type=int, default=None, help="IC curves for fit_many vs separate fits (default: all 72)")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else FULL
+    if args.curves is not None:
+        cfg = replace(cfg, n_curves=args.curves)
     if args.many_timeout is not None:
         cfg = replace(cfg, many_timeout_s=args.many_timeout)
     command = shlex.join(sys.orig_argv) if argv is None else shlex.join(["python", "-m", "benchmarks.speed", *argv])

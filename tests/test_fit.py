@@ -152,3 +152,21 @@ def test_plot_shows_data_and_bands(chinchilla_fit, tmp_path):
     b = one.predict({"x": xs}, levels=(0.5, 0.9))
     np.testing.assert_allclose(ys, b["run_median"].values, rtol=0.05)
     assert xs.max() == pytest.approx(1e4)  # extends 10x beyond the data
+
+
+def test_fit_many_joint_agrees_with_separate_curves():
+    """One Laplace-whitened NUTS over a batch gives each curve the posterior a fit of that curve alone gives."""
+    rng = np.random.default_rng(6)
+    x = np.geomspace(1e6, 1e9, 10)
+    runs = pd.concat([pd.DataFrame({"x": x, "y": s * x**-c * np.exp(rng.normal(0, 0.02, x.size)), "curve": f"c{i}"})
+                      for i, (s, c) in enumerate([(20.0, 0.2), (5.0, 0.1), (50.0, 0.3)])], ignore_index=True)
+    kw = dict(group="curve", x="x", y="y", seed=0, refit_flagged=False, **FAST)
+    joint = bs.fit_many(runs, "M1", batch_size=3, joint=True, **kw)
+    alone = bs.fit_many(runs, "M1", batch_size=1, **kw)
+    for g in ("c0", "c1", "c2"):
+        pj, pa = joint[g].posterior, alone[g].posterior
+        assert pj["c"].shape == pa["c"].shape
+        assert np.isfinite(joint[g].idata["sample_stats"]["lp"].values).all()
+        for k in ("a", "c"):  # posterior means agree within a few Monte Carlo / posterior sds
+            assert abs(float(pj[k].mean()) - float(pa[k].mean())) < 0.5 * float(pa[k].std())
+    assert [round(float(joint[g].posterior["c"].mean()), 1) for g in ("c0", "c1", "c2")] == [0.2, 0.1, 0.3]
