@@ -410,8 +410,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     GPU the default is all curves at once. With ``refit_flagged``, a curve whose diagnostics fail is refitted alone
     with twice the warm-up. ``joint=True`` instead samples each batch in one NUTS run over all its curves, each
     whitened by its Laplace approximation (:func:`bayescale.sampler._joint`): no lock step, but a shared step size,
-    and a divergence counts against every curve of the batch (on 8 IC curves with M2 it gave fewer divergences and
-    more ESS per curve, but took longer than batches of one).
+    and a divergence counts against every curve of the batch.
     Each curve's random key depends on ``seed`` and its position only, not on the batching.
     """
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,

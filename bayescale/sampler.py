@@ -208,6 +208,7 @@ def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, d
     a sum); the step size and tree depth are shared, so one badly shaped curve slows, or makes diverge, the batch.
     """
     k_start, k_chain = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
+
     def pe_one(z, d):
         return potential_energy(model, (d,), {}, z)
 
