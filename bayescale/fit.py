@@ -53,7 +53,10 @@ def _curve_data(law: Law, frame: pd.DataFrame, n_pad: int):
     return data, scales
 
 
-def _settings(chains, warmup, samples, **kw) -> SamplerSettings:
+def _settings(chains, warmup, samples, law: Law | None = None, **kw) -> SamplerSettings:
+    """Sampler settings; the law's own ``target_accept`` applies unless ``kw`` gives one."""
+    if law is not None:
+        kw.setdefault("target_accept", law.target_accept)
     return SamplerSettings(num_chains=chains, num_warmup=warmup, num_samples=samples, **kw)
 
 
@@ -334,7 +337,8 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
     ``runs``: DataFrame or CSV/Parquet path; ``x``/``inputs`` map the law's inputs to columns, ``y`` names the
     outcome. ``se`` (standard error) or ``lower``/``upper`` (95% interval) give known measurement error.
     ``likelihood``: ``"lognormal"`` (multiplicative noise, default), ``"normal"`` or ``"studentt"``.
-    Extra keywords (``target_accept``, ``max_tree_depth``, ``dense_mass``, ``n_starts``, ``opt_steps``) tune NUTS.
+    Extra keywords (``target_accept``, ``max_tree_depth``, ``dense_mass``, ``n_starts``, ``opt_steps``) tune NUTS;
+    ``target_accept`` defaults to the law's (``Law.target_accept``).
     With ``group=``, each group is a curve and the result is :func:`fit_many`'s.
     """
     if group is not None:
@@ -343,7 +347,7 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
                         progress=progress, **sampler)
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
-    return _fit_prepared(rd, df, _settings(chains, warmup, samples, **sampler), seed, progress)
+    return _fit_prepared(rd, df, _settings(chains, warmup, samples, rd.law, **sampler), seed, progress)
 
 
 def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None) -> Fit:
@@ -416,10 +420,10 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
     law = rd.law
-    settings = _settings(chains, warmup, samples, **sampler)
+    settings = _settings(chains, warmup, samples, law, **sampler)
     groups = rd.groups
     frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
-    n_pad = _pad_len(max(len(f) for f in frames))
+    n_pad = -(-max(len(f) for f in frames) // 8) * 8  # one program serves every batch: pad only to a multiple of 8
     built = [_curve_data(law, f, n_pad) for f in frames]
     model = build_model(law, rd.likelihood, df)
     if batch_size is None:
@@ -445,7 +449,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
         f = Fit(law, idata, built[i][1], frame, rd.columns, rd.likelihood, df, seed, settings, group=g,
                 map_potential=float(vbest))
         if refit_flagged and not f.ok:
-            retry = _settings(chains, 2 * warmup, samples, **sampler)
+            retry = _settings(chains, 2 * warmup, samples, law, **sampler)
             f2 = _fit_prepared(rd, df, retry, seed + 1000 + i, progress=False, group=g)
             refitted.append(g)
             if len(f2.warnings) <= len(f.warnings):

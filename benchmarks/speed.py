@@ -58,6 +58,7 @@ class Config:
     emcee_steps: int = 20000
     emcee_burn: float = 0.2  # fraction of emcee steps discarded before computing ESS
     n_curves: int | None = None  # None: all 72 IC curves
+    repeats: int = 5  # NUTS second calls and emcee runs, interleaved; ratios use the medians (noisy machine)
     separate_subset: int = 12  # time this many separate fits first; stop there if the rest would exceed the budget
     separate_budget_s: float = 1200.0
     many_timeout_s: float = 1200.0  # fit_many runs in a child process killed after this; then a lower bound
@@ -66,7 +67,7 @@ class Config:
 
 
 FULL = Config()
-QUICK = Config(chains=2, warmup=50, samples=50, n_boot=20, ls_starts=2, emcee_walkers=16, emcee_steps=300,
+QUICK = Config(chains=2, warmup=50, samples=50, n_boot=20, ls_starts=2, emcee_walkers=16, emcee_steps=300, repeats=2,
                n_curves=2, separate_subset=2, warm_cache=False, sampler={"n_starts": 4, "opt_steps": 50})
 
 
@@ -395,12 +396,44 @@ def fit_many_timed(cfg: Config) -> dict:
         fm = bs.fit_many(ic, "M4", group="curve", x="x", y="y", chains=cfg.chains, warmup=cfg.warmup,
                          samples=cfg.samples, progress=False, refit_flagged=False, **cfg.sampler)
     steps = np.stack([f.idata["sample_stats"]["n_steps"].values for f in fm.values()])  # (curve, chain, draw)
+    n_pad = -(-int(ic.groupby("curve").size().max()) // 8) * 8
+    us = grad_cost_us(ic[ic["curve"] == ic["curve"].iloc[0]], n_pad)
+    # every leapfrog step of every chain needs one gradient; warm-up steps are not recorded, so they are counted at
+    # the sampling phase's mean (warm-up trajectories are usually longer: this is a lower bound)
+    n_grads = float(steps.mean(axis=2).sum() * (cfg.warmup + cfg.samples))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
+        "grad_us": us, "pad": n_pad, "leapfrog_steps_total": n_grads, "cores": cores,
+        "arithmetic_floor_s": n_grads * us * 1e-6 / cores,
         "fit_many_s": tm.s, "fit_many_cpu_s": tm.cpu_s, "fit_many_ok": int(sum(f.ok for f in fm.values())),
         "fit_many_mean_steps": float(steps.mean()),
-        # vmapped NUTS moves all curves x chains in lock step: each draw costs the slowest lane's trajectory
-        "fit_many_mean_max_lane_steps": float(steps.reshape(-1, steps.shape[-1]).max(0).mean()),
     }
+
+
+def grad_cost_us(frame, n_pad: int, reps: int = 4000) -> float:
+    """Microseconds per gradient of M4's log posterior on one curve padded to ``n_pad`` (one lane, in a scan)."""
+    import jax
+    from numpyro.infer.util import potential_energy
+
+    from bayescale.fit import _curve_data
+    from bayescale.model import build_model
+    from bayescale.runs import prepare_runs
+    from bayescale.sampler import _prior_z
+
+    rd = prepare_runs(frame, "M4", x="x", y="y")
+    data = jax.tree.map(jax.numpy.asarray, _curve_data(rd.law, rd.frame.reset_index(drop=True), n_pad)[0])
+    model = build_model(rd.law)
+    grad = jax.grad(lambda z: potential_energy(model, (data,), {}, z))
+
+    def body(z, _):  # a tiny move keeps XLA from hoisting the gradient out of the loop
+        return jax.tree.map(lambda a, g: a - 1e-12 * g, z, grad(z)), None
+
+    loop = jax.jit(lambda z: jax.lax.scan(body, z, None, length=reps)[0])
+    z = _prior_z(model, jax.random.PRNGKey(0), data)
+    jax.block_until_ready(loop(z))
+    with Timer() as t:
+        jax.block_until_ready(loop(z))
+    return t.s / reps * 1e6
 
 
 def bench_many(cfg: Config, seed: int = 0) -> dict:
@@ -447,6 +480,10 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
         "separate_timed_s": elapsed, "separate_total_s": linear, "separate_total_s_compile_aware": aware,
         "separate_ok": int(ok_sep), "separate_ok_fraction": ok_sep / n_done,
         "speedup": linear / t_many, "speedup_compile_aware": aware / t_many,
+        # the same floor for the separate fits (their own step counts; compile excluded)
+        "separate_arithmetic_floor_s": (float(sum(p["mean_steps"] for p in per_fit)) * cfg.chains
+                                        * (cfg.warmup + cfg.samples) * many["grad_us"] * 1e-6 / many["cores"]
+                                        * n_all / n_done) if many.get("grad_us") else None,
         "speedup_is_upper_bound": many["fit_many_timed_out"],
         "note": ("fit_many was stopped at many_timeout_s: its time is a lower bound, the speed-up an upper bound"
                  if many["fit_many_timed_out"] else ""),
@@ -458,8 +495,12 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
 # Driver and report
 
 
-def run(cfg: Config, command: str = "") -> dict:
-    """All four measurements (fit_many and the warm-cache check in child processes); returns the results."""
+def run(cfg: Config, command: str = "", reuse_many: dict | None = None) -> dict:
+    """All four measurements (fit_many and the warm-cache check in child processes); returns the results.
+
+    ``reuse_many``: an earlier run's results, whose ``fit_many`` part is kept (with its date and commit) instead of
+    measured again.
+    """
     res = {"config": asdict(cfg), "machine": machine_info(command)}
     train = chinchilla_train()
     res["nuts"], nuts_fit = bench_nuts(train, cfg)
@@ -468,7 +509,27 @@ def run(cfg: Config, command: str = "") -> dict:
     res["nuts_vs_bootstrap"] = {"first_call_over_bootstrap": n["first_call_s"] / b,
                                 "sampling_over_bootstrap": n["sampling_s"] / b, "goal": "<= 0.5"}
     res["emcee"] = bench_emcee(train, nuts_fit, n, cfg)
-    res["fit_many"] = bench_many(cfg)
+    # more NUTS second calls and emcee runs, interleaved so that a change in the machine's load hits both
+    nuts_rates, emcee_rates, emcee_s = [n["ess_per_s"]], [res["emcee"]["ess_per_s"]], [res["emcee"]["sampling_s"]]
+    for r in range(1, cfg.repeats):
+        with Timer() as t:
+            f = _fit_chinchilla(train, cfg, seed=1 + r)
+        nuts_rates.append(f.diagnostics["min_ess_bulk"] / t.s)
+        e = bench_emcee(train, nuts_fit, n, cfg, seed=r)
+        emcee_rates.append(e["ess_per_s"])
+        emcee_s.append(e["sampling_s"])
+    res["repeats"] = {
+        "n": cfg.repeats, "nuts_ess_per_s": nuts_rates, "emcee_ess_per_s": emcee_rates, "emcee_s": emcee_s,
+        "pair_ratios": [a / b for a, b in zip(nuts_rates, emcee_rates)],
+        "median_ratio": float(np.median(nuts_rates) / np.median(emcee_rates)),
+    }
+    if reuse_many is not None:
+        old = reuse_many["machine"]
+        res["fit_many"] = {"reused_from": {  # an earlier reuse keeps pointing at the run that measured it
+            "date": old["date"], "command": old["command"], "git_commit": old.get("git_commit"),
+            "modified": old.get("bayescale_uncommitted_changes")}, **reuse_many["fit_many"]}
+    else:
+        res["fit_many"] = bench_many(cfg)
     if cfg.warm_cache:
         res["nuts"]["warm_cache"] = bench_warm_cache(cfg)
     res["machine"]["loadavg_end"] = _loadavg()
@@ -486,8 +547,7 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
     if fm["fit_many_timed_out"]:
         many, bound = f"did not finish: stopped after {_f(fm['fit_many_lower_bound_s'], '.0f')} s", "< "
     else:
-        many, bound = (f"{_f(fm['fit_many_s'])} s, {fm['fit_many_ok']} ok (lanes advance in lock step: "
-                       f"{_f(fm['fit_many_mean_steps'])} mean vs {_f(fm['fit_many_mean_max_lane_steps'])} slowest-lane "
+        many, bound = (f"{_f(fm['fit_many_s'])} s, {fm['fit_many_ok']} ok ({_f(fm['fit_many_mean_steps'])} "
                        "leapfrog steps per draw)"), ""
     sep = (f"{fm['separate_timed']} of {fm['curves']} timed, extrapolated linearly" if fm["separate_extrapolated"]
            else f"all {fm['curves']}")
@@ -504,16 +564,32 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
         (f"least_squares + {b['n_boot']}-resample bootstrap ({b['starts']} starts)", f"{_f(b['bootstrap_s'])} s"),
         ("NUTS first call / bootstrap (goal ≤ 0.5)", _f(nb["first_call_over_bootstrap"])),
         ("NUTS sampling / bootstrap (goal ≤ 0.5)", _f(nb["sampling_over_bootstrap"])),
+        *([("NUTS first call in a fresh process with a warm disk cache / bootstrap",
+            _f(n["warm_cache"]["warm_cache_first_call_s"] / b["bootstrap_s"]))] if "warm_cache" in n else []),
         (f"emcee {e['walkers']} walkers x {e['steps']} steps", f"{_f(e['sampling_s'])} s, min bulk ESS "
                                                                f"{_f(e['min_ess_bulk'], '.0f')}"),
         ("emcee ESS per s", _f(e["ess_per_s"], ".0f")),
         ("NUTS / emcee ESS per s (goal ≥ 20)", _f(e["nuts_over_emcee_ess_per_s"])),
+    ]
+    if res.get("repeats"):
+        rp = res["repeats"]
+        rows.append((f"NUTS / emcee ESS per s, medians of {rp['n']} interleaved runs each (per-pair range)",
+                     f"{_f(rp['median_ratio'])} ({_f(min(rp['pair_ratios']), '.3g')}-{_f(max(rp['pair_ratios']), '.3g')};"
+                     f" emcee {_f(min(rp['emcee_s']), '.3g')}-{_f(max(rp['emcee_s']), '.3g')} s)"))
+    rows += [
         ("NUTS incl. compile / emcee ESS per s", _f(e["nuts_incl_compile_over_emcee_ess_per_s"])),
         (f"fit_many, {fm['curves']} IC curves (M4)", many),
         (f"separate fits ({sep})", f"{_f(fm['separate_total_s'])} s, {fm['separate_ok']}/{fm['separate_timed']} ok"),
         ("fit_many speed-up (goal ≥ 10)", f"{bound}{_f(fm['speedup'])}x (compile-aware estimate of the separate "
                                           f"fits: {bound}{_f(fm['speedup_compile_aware'])}x)"),
     ]
+    if fm.get("arithmetic_floor_s"):
+        rows += [
+            ("M4 log-posterior gradient, one curve padded to " f"{fm['pad']} runs", f"{_f(fm['grad_us'], '.3g')} µs"),
+            (f"Arithmetic floor of fit_many ({_f(fm['leapfrog_steps_total'], '.3g')} leapfrog steps x gradient "
+             f"/ {fm['cores']} cores; no compile, no NUTS bookkeeping)", f"{_f(fm['arithmetic_floor_s'])} s"),
+            ("Same floor for the separate fits (their step counts)", f"{_f(fm.get('separate_arithmetic_floor_s'))} s"),
+        ]
     cfg = res["config"]
     lines = [
         START, "## Speed", "",
@@ -524,8 +600,14 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
            if m.get("git_commit") else "") + ". "
         f"NUTS: {cfg['chains']} chains x ({cfg['warmup']} warm-up + {cfg['samples']} draws); persistent "
         "compilation cache off. Raw numbers: " f"`{json_path}`.", "",
-        "| Measure | Value |", "|---|---|", *[f"| {a} | {v} |" for a, v in rows], "", END,
+        "| Measure | Value |", "|---|---|", *[f"| {a} | {v} |" for a, v in rows], "",
     ]
+    if fm.get("reused_from"):
+        ru = fm["reused_from"]
+        lines += [f"The fit_many rows are from the run of {ru['date']} (`{ru['command']}`, commit "
+                  f"{(ru.get('git_commit') or '?')[:7]}{', modified' if ru.get('modified') else ''}), kept with "
+                  "`--reuse-many`.", ""]
+    lines.append(END)
     return "\n".join(lines)
 
 
@@ -543,6 +625,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--many-timeout", type=float, default=None, help="seconds before fit_many is stopped "
                                                                        f"(default {FULL.many_timeout_s:.0f})")
     ap.add_argument("--curves", type=int, default=None, help="IC curves for fit_many vs separate fits (default: all 72)")
+    ap.add_argument("--reuse-many", action="store_true", help="keep the fit_many part of the existing speed.json "
+                                                                "instead of measuring it again")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     if args.curves is not None:
@@ -550,7 +634,15 @@ def main(argv=None) -> dict:
     if args.many_timeout is not None:
         cfg = replace(cfg, many_timeout_s=args.many_timeout)
     command = shlex.join(sys.orig_argv) if argv is None else shlex.join(["python", "-m", "benchmarks.speed", *argv])
-    res = run(cfg, command)
+    reuse = None
+    if args.reuse_many:
+        prev = Path(args.out) / ("speed_quick.json" if args.quick else "speed.json")
+        if not prev.exists():
+            ap.error(f"--reuse-many: {prev} does not exist; run once without it")
+        reuse = json.loads(prev.read_text())
+        if reuse.get("config", {}).get("n_curves") != cfg.n_curves:
+            ap.error(f"--reuse-many: {prev} timed {reuse['config'].get('n_curves')} curves, not {cfg.n_curves}")
+    res = run(cfg, command, reuse)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / ("speed_quick.json" if args.quick else "speed.json")

@@ -117,6 +117,7 @@ def test_registry_entry_is_complete(name):
     assert law.formula and law.description and law.reference
     assert law.needs_points == len(law.params) + 1
     assert all(p.description for p in law.params)
+    assert 0.5 <= law.target_accept < 1
     truth = FAMILIES[name][1]
     assert set(truth) == set(law.param_names)
 
@@ -151,3 +152,38 @@ def test_user_registered_law_gets_fit_and_bands():
         assert lo[0] <= truth[0] <= hi[0]
     finally:
         bs.laws.LAWS.pop("test_exp_decay")
+
+
+def test_m4_implicit_solve_is_exact_with_implicit_gradients():
+    """M4's mean solves ln s - alpha ln(1 - s) = k numerically: the root and its gradients must be right over the
+    prior's range of alpha and far into both tails of k."""
+    import jax
+    import jax.numpy as jnp
+
+    from bayescale.laws import _solve_m4
+
+    rng = np.random.default_rng(3)
+    k = jnp.asarray(rng.normal(0.0, 8.0, 20000))
+    alpha = jnp.asarray(np.exp(rng.normal(0.0, 1.5, 20000)))
+    u = np.asarray(_solve_m4(k, alpha))
+    s = 1.0 / (1.0 + np.exp(-u))
+    # residual in a form that stays accurate where s is near 0 or 1
+    h = -np.logaddexp(0.0, -u) - np.asarray(alpha) * -np.logaddexp(0.0, u)
+    assert np.all(np.isfinite(u)) and np.all((s >= 0) & (s <= 1))
+    assert np.max(np.abs(h - np.asarray(k))) < 1e-9
+    dk, da = jax.grad(lambda kk, aa: _solve_m4(kk, aa).sum(), argnums=(0, 1))(k, alpha)
+    slope = 1.0 + (np.asarray(alpha) - 1.0) / (1.0 + np.exp(-u))  # dh/du
+    np.testing.assert_allclose(np.asarray(dk), 1.0 / slope, rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(da), -np.logaddexp(0.0, u) / slope, rtol=1e-8, atol=1e-12)
+
+
+def test_law_target_accept_is_the_default_and_the_caller_overrides_it():
+    import dataclasses
+
+    from bayescale.fit import _settings
+    from bayescale.sampler import SamplerSettings
+
+    law = dataclasses.replace(bs.get_law("M2"), name="M2_curved", target_accept=0.97)
+    assert _settings(4, 10, 10, law).target_accept == 0.97
+    assert _settings(4, 10, 10, law, target_accept=0.8).target_accept == 0.8
+    assert _settings(4, 10, 10).target_accept == SamplerSettings().target_accept
