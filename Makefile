@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.speed
 	$(PY) -m benchmarks.batching
 	$(PY) -m benchmarks.init
+	$(PY) -m benchmarks.init --laws BNSL2 --curves 12 --target-accept 0.9,0.99
 	$(PY) -m benchmarks.coverage
 
 # Extrapolation on real data (benchmarks/extrapolation.py): the standard set, then the RESULTS.md tables.

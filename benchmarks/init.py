@@ -6,7 +6,7 @@ prior draws (``opt_steps=0``) at the first. Reports the share of fits passing th
 mean leapfrog steps per draw and wall time. Writes ``benchmarks/results/init.json`` and the ``init`` section of
 ``benchmarks/RESULTS.md``.
 
-    python -m benchmarks.init [--laws M4,BNSL1] [--curves 24] [--draws 500] [--target-accept 0.9,0.99]
+    python -m benchmarks.init [--laws M4,BNSL1] [--curves 24] [--draws 1000] [--target-accept 0.9,0.95,0.99]
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.init", description=__doc__.split("\n")[0])
     ap.add_argument("--laws", default="M4,BNSL1")
     ap.add_argument("--curves", type=int, default=24)
-    ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--target-accept", default="0.9", help="comma-separated NUTS target acceptance rates")
+    ap.add_argument("--target-accept", default="0.9,0.95,0.99", help="comma-separated NUTS target acceptance rates")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--md", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args(argv)
