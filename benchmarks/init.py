@@ -57,10 +57,11 @@ def markdown(res: dict, meta: dict) -> str:
                                for v in res.values()}))
              + f" on {meta['cpu_model']} ({meta['cpu_count']} cores, JAX {meta['jax_backend']}). Revisiting benchmark, "
              "IC curves, fit split; 4 chains x (draws warm-up + draws), `fit_many`, no refits.", "",
-             "| law | init | target accept | curves | ok | median max r-hat | worst r-hat | curves r-hat > 1.01 | divergences | leapfrog steps/draw | s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| law | init | target accept | curves | draws | ok | median max r-hat | worst r-hat | curves r-hat > 1.01 | divergences | leapfrog steps/draw | s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in res.values():
-        lines.append(f"| {v['law']} | {v['init']} | {v.get('target_accept', 0.9)} | {v['curves']} | {v['ok_share']:.0%} | "
+        lines.append(f"| {v['law']} | {v['init']} | {v.get('target_accept', 0.9)} | {v['curves']} | {v.get('draws', '')} | "
+                     f"{v['ok_share']:.0%} | "
                      f"{v['median_max_rhat']:.3f} | "
                      f"{v['worst_max_rhat']:.3f} | {v['rhat_over_1.01']} | {v['divergences']} | "
                      f"{v['mean_leapfrog_steps']:.1f} | {v['seconds']:.0f} |")
