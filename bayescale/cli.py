@@ -49,7 +49,8 @@ def cmd_laws(args) -> int:
 
     rows = [{"name": law.name, "inputs": ",".join(law.input_names), "formula": law.formula,
              "parameters": ",".join(law.param_names), "min_points": law.needs_points,
-             "y_range": f"[{law.y_range[0]:g}, {law.y_range[1]:g}]", "description": law.description}
+             "y_range": f"[{law.y_range[0]:g}, {law.y_range[1]:g}]", "target_accept": law.target_accept,
+             "description": law.description}
             for law in list_laws()]
     _print_table(pd.DataFrame(rows).set_index("name") if not args.json else pd.DataFrame(rows), args.json)
     return 0
@@ -59,6 +60,8 @@ def _fit_kwargs(args, law) -> dict:
     kw = {"y": args.y, "likelihood": args.likelihood, "chains": args.chains, "warmup": args.warmup,
           "samples": args.samples, "seed": args.seed, "progress": not args.quiet and sys.stderr.isatty()}
     kw["inputs"] = _inputs(law, args.x)
+    if getattr(args, "target_accept", None) is not None:
+        kw["target_accept"] = args.target_accept
     if args.se:
         kw["se"] = args.se
     if args.lower or args.upper:
@@ -269,6 +272,8 @@ def _add_fit_args(p):
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--samples", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-accept", type=float, default=None,
+                   help="NUTS target acceptance rate (default: the law's, see `bayescale laws`)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -314,6 +319,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="pfn_out", help="folder for weights, checkpoint and history (default: pfn_out)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-accept", type=float, default=None,
+                   help="NUTS target acceptance rate (default: the law's, see `bayescale laws`)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--calibration-curves", type=int, default=4096,
                    help="prior curves per split for the recalibration map fitted at the end (0: skip; default 4096)")

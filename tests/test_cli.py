@@ -22,14 +22,20 @@ def test_laws_lists_every_family(capsys):
     assert main(["laws", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {"M1", "M4", "BNSL2", "chinchilla", "kaplan", "overtrain", "downstream", "sigmoid"} <= {r["name"] for r in rows}
+    import bayescale as bs
+
+    assert all(r["target_accept"] == bs.get_law(r["name"]).target_accept for r in rows)
 
 
 def test_fit_then_predict(runs_csv, tmp_path, capsys):
     out = tmp_path / "fit.nc"
     assert main(["fit", str(runs_csv), "--law", "chinchilla", "--x", "N=params,D=tokens", "--y", "loss",
-                 "--out", str(out), *FAST]) == 0
+                 "--out", str(out), "--target-accept", "0.85", *FAST]) == 0
     text = capsys.readouterr().out
     assert "diagnostics: max r-hat" in text and "alpha (published form)" in text and out.exists()
+    import bayescale as bs
+
+    assert bs.load_fit(out).settings.target_accept == 0.85
     assert main(["predict", str(out), "--at", "N=7e10;1e9,D=1.4e12;2e10", "--levels", "0.5,0.9", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["levels"] == [0.5, 0.9] and len(res["points"]) == 2
