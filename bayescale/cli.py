@@ -319,8 +319,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="pfn_out", help="folder for weights, checkpoint and history (default: pfn_out)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--target-accept", type=float, default=None,
-                   help="NUTS target acceptance rate (default: the law's, see `bayescale laws`)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--calibration-curves", type=int, default=4096,
                    help="prior curves per split for the recalibration map fitted at the end (0: skip; default 4096)")

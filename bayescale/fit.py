@@ -33,6 +33,11 @@ def _pad_len(n: int) -> int:
     return max(8, 1 << (n - 1).bit_length())
 
 
+def _batch_pad_len(n: int) -> int:
+    """Padded length for :func:`fit_many`, where one program serves every batch: the next multiple of 8."""
+    return -(-n // 8) * 8
+
+
 def _curve_data(law: Law, frame: pd.DataFrame, n_pad: int):
     scales = scales_for(law, frame)
     n = len(frame)
@@ -423,7 +428,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     settings = _settings(chains, warmup, samples, law, **sampler)
     groups = rd.groups
     frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
-    n_pad = -(-max(len(f) for f in frames) // 8) * 8  # one program serves every batch: pad only to a multiple of 8
+    n_pad = _batch_pad_len(max(len(f) for f in frames))
     built = [_curve_data(law, f, n_pad) for f in frames]
     model = build_model(law, rd.likelihood, df)
     if batch_size is None:

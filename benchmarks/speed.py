@@ -37,6 +37,8 @@ import numpy as np
 
 import bayescale as bs
 from bayescale import datasets
+from bayescale._config import _usable_cores
+from bayescale.fit import _batch_pad_len
 
 ROOT = Path(__file__).resolve().parent.parent
 CUTOFF = 1e21
@@ -117,7 +119,7 @@ def machine_info(command: str) -> dict:
         "bayescale_uncommitted_changes": bool(_git("status", "--porcelain", "bayescale")),
         "cpu_model": cpu,
         "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpus_usable": _usable_cores(),
         "loadavg_start": _loadavg(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -396,18 +398,25 @@ def fit_many_timed(cfg: Config) -> dict:
         fm = bs.fit_many(ic, "M4", group="curve", x="x", y="y", chains=cfg.chains, warmup=cfg.warmup,
                          samples=cfg.samples, progress=False, refit_flagged=False, **cfg.sampler)
     steps = np.stack([f.idata["sample_stats"]["n_steps"].values for f in fm.values()])  # (curve, chain, draw)
-    n_pad = -(-int(ic.groupby("curve").size().max()) // 8) * 8
+    n_pad = _batch_pad_len(int(ic.groupby("curve").size().max()))
     us = grad_cost_us(ic[ic["curve"] == ic["curve"].iloc[0]], n_pad)
-    # every leapfrog step of every chain needs one gradient; warm-up steps are not recorded, so they are counted at
-    # the sampling phase's mean (warm-up trajectories are usually longer: this is a lower bound)
-    n_grads = float(steps.mean(axis=2).sum() * (cfg.warmup + cfg.samples))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n_grads, floor = arithmetic_floor(float(steps.mean(axis=2).sum()), cfg, us)
     return {
-        "grad_us": us, "pad": n_pad, "leapfrog_steps_total": n_grads, "cores": cores,
-        "arithmetic_floor_s": n_grads * us * 1e-6 / cores,
+        "grad_us": us, "pad": n_pad, "leapfrog_steps_total": n_grads, "cores": _usable_cores(),
+        "arithmetic_floor_s": floor,
         "fit_many_s": tm.s, "fit_many_cpu_s": tm.cpu_s, "fit_many_ok": int(sum(f.ok for f in fm.values())),
         "fit_many_mean_steps": float(steps.mean()),
     }
+
+
+def arithmetic_floor(chain_mean_steps: float, cfg: Config, grad_us: float) -> tuple[float, float]:
+    """(gradients, seconds) for chains whose mean leapfrog steps per draw sum to ``chain_mean_steps``, every core busy.
+
+    Every leapfrog step of every chain needs one gradient; warm-up steps are not recorded, so they are counted at
+    the sampling phase's mean (warm-up trajectories are usually longer: this is a lower bound).
+    """
+    n_grads = chain_mean_steps * (cfg.warmup + cfg.samples)
+    return n_grads, n_grads * grad_us * 1e-6 / _usable_cores()
 
 
 def grad_cost_us(frame, n_pad: int, reps: int = 4000) -> float:
@@ -481,9 +490,9 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
         "separate_ok": int(ok_sep), "separate_ok_fraction": ok_sep / n_done,
         "speedup": linear / t_many, "speedup_compile_aware": aware / t_many,
         # the same floor for the separate fits (their own step counts; compile excluded)
-        "separate_arithmetic_floor_s": (float(sum(p["mean_steps"] for p in per_fit)) * cfg.chains
-                                        * (cfg.warmup + cfg.samples) * many["grad_us"] * 1e-6 / many["cores"]
-                                        * n_all / n_done) if many.get("grad_us") else None,
+        "separate_arithmetic_floor_s": (arithmetic_floor(sum(p["mean_steps"] for p in per_fit) * cfg.chains, cfg,
+                                                         many["grad_us"])[1] * n_all / n_done)
+                                       if many.get("grad_us") else None,
         "speedup_is_upper_bound": many["fit_many_timed_out"],
         "note": ("fit_many was stopped at many_timeout_s: its time is a lower bound, the speed-up an upper bound"
                  if many["fit_many_timed_out"] else ""),
