@@ -143,8 +143,12 @@ def _predict_pfn(args) -> int:
 def cmd_pfn_train(args) -> int:
     from bayescale.pfn.train import train
 
+    prior = {k: v for k, v in (("bump_share", args.bump_share), ("wide_noise_share", args.wide_noise_share))
+             if v is not None}
+    fams = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
     info = train(args.config, steps=args.steps, max_minutes=args.max_minutes, out=args.out, resume=args.resume,
-                 seed=args.seed, progress=not args.quiet, calibration_curves=args.calibration_curves)
+                 seed=args.seed, progress=not args.quiet, calibration_curves=args.calibration_curves,
+                 families=fams, **prior)
     if info:
         print(f"best weights: {args.out}/{info['weights']} (step {info['step']}, validation NLL {info['val_nll']:.4f}, "
               f"{info['n_params']:,} parameters)")
@@ -322,6 +326,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--calibration-curves", type=int, default=4096,
                    help="prior curves per split for the recalibration map fitted at the end (0: skip; default 4096)")
+    p.add_argument("--families", help="train on these prior families only (comma-separated; default: all)")
+    p.add_argument("--bump-share", type=float, default=None, help="share of curves with a bump (default 0.15)")
+    p.add_argument("--wide-noise-share", type=float, default=None,
+                   help="share of curves whose noise is shrunk by up to 1.5 decades (default 0.5)")
     p.set_defaults(func=cmd_pfn_train)
     p = pfn_sub.add_parser("calibrate", help="fit the PFN's recalibration map on held-out prior draws (into its JSON)")
     p.add_argument("--weights", help="a .npz written by `bayescale pfn train` (default: the bundled one)")

@@ -78,6 +78,34 @@ def test_prior_bad_arguments():
         sample_prior(0, 4, 2)
 
 
+@pytest.mark.parametrize("family", ["M2", "sigmoid"])
+def test_family_model_matches_prior_draws(family):
+    """The NumPyro model of one family's prior draws what sample_prior draws (two-sample KS on 2000 curves)."""
+    from numpyro.infer import Predictive
+    from scipy.stats import ks_2samp
+
+    from bayescale.pfn.prior import family_model
+
+    n = 2000
+    d = {k: np.asarray(v) for k, v in sample_prior(5, n, 20, split="prefix", families=[family], bump_share=0.0,
+                                                   wide_noise_share=0.0).items()}
+    model = family_model(family)
+    one = lambda k, t, c: Predictive(model, num_samples=1)(k, t, c)["y"][0]  # noqa: E731
+    ym = np.asarray(jax.vmap(one)(jax.random.split(jax.random.PRNGKey(1), n), jnp.asarray(d["t"]),
+                                  jnp.asarray(d["ctx"])))
+    r = np.arange(n)
+    first, last = np.argmax(d["valid"], 1), d["valid"].shape[1] - 1 - np.argmax(d["valid"][:, ::-1], 1)
+
+    def stats(y):  # level at the far end, rise/fall over the curve, roughness (sensitive to the noise prior)
+        ly = np.log(y)
+        return (ly[r, last], ly[r, last] - ly[r, first], np.median(np.abs(np.diff(ly, 2, axis=1)), axis=1))
+
+    for a, b in zip(stats(d["y"]), stats(ym)):
+        assert ks_2samp(a, b).pvalue > 1e-3
+    with pytest.raises(ValueError, match="unknown prior family"):
+        family_model("M9")
+
+
 def test_normalize_uses_context_only(draws):
     d = draws
     u, z, (t0, tspan, m, s) = normalize(d["t"], d["y"], d["ctx"], xp=np)
@@ -207,7 +235,14 @@ def tiny(tmp_path_factory):
     kw = dict(out=out, val_every=15, n_val_batches=1, val_batch=64, border_curves=512, families=("M2",),
               progress=False, log=lambda *a: None)
     train("tiny", steps=15, calibration_curves=0, **kw)
-    info = train("tiny", steps=45, resume=True, calibration_curves=128, **kw)
+    # pretend the first run took 1000 h: --max-minutes on resume counts the new run's time only
+    ck = out / "train_state" / "pfn_tiny.ckpt.npz"
+    with np.load(ck) as f:
+        arrs = dict(f)
+    meta = json.loads(str(arrs["meta"]))
+    arrs["meta"] = np.array(json.dumps({**meta, "elapsed": 3.6e6}))
+    np.savez(ck, **arrs)
+    info = train("tiny", steps=45, resume=True, max_minutes=60, calibration_curves=128, **kw)
     return out, info
 
 
@@ -224,6 +259,21 @@ def test_tiny_training_lowers_loss_and_resumes(tiny):
     rc = meta["recalibration"]  # fitted at the end of training, on prior draws from CALIB_SEED on
     assert rc["seed_range"][0] == CALIB_SEED and rc["curves"]["prefix"] == 128
     assert min(rc["targets"].values()) > 300 and load(out / "pfn_tiny.npz").recal is not None
+
+
+def test_training_prior_options_saved_and_checked(tiny):
+    from bayescale.pfn.train import train
+
+    out, _ = tiny
+    meta = json.loads((out / "pfn_tiny.json").read_text())
+    assert meta["prior"] == {"families": ["M2"], "bump_share": 0.15, "wide_noise_share": 0.5}
+    kw = dict(out=out, progress=False, log=lambda *a: None, calibration_curves=0)
+    with pytest.raises(ValueError, match="another prior"):  # resuming on another prior would mix two trainings
+        train("tiny", steps=60, resume=True, families=("M2",), bump_share=0.0, **kw)
+    with pytest.raises(ValueError, match=r"unknown prior families \['M9'\]"):
+        train("tiny", steps=1, families=("M2", "M9"), **kw)
+    with pytest.raises(ValueError, match="must be in"):
+        train("tiny", steps=1, families=("M2",), wide_noise_share=1.5, **kw)
 
 
 def test_calibrated_false_is_the_raw_network(tiny):
@@ -411,3 +461,18 @@ def test_cli_pfn_train_arguments():
     a = parser().parse_args(["pfn", "calibrate", "--weights", "w.npz", "--curves", "64"])
     assert (a.weights, a.curves, a.seed, a.func) == ("w.npz", 64, None, cmd_pfn_calibrate)
     assert parser().parse_args(["pfn", "train", "--calibration-curves", "0"]).calibration_curves == 0
+
+
+def test_cli_pfn_train_prior_options(monkeypatch):
+    import bayescale.pfn.train as tr
+    from bayescale.cli import parser
+
+    seen = {}
+    monkeypatch.setattr(tr, "train", lambda *a, **kw: seen.update(kw))
+    a = parser().parse_args(["pfn", "train", "--families", "M2, M3", "--bump-share", "0", "--wide-noise-share", "0.25"])
+    a.func(a)
+    assert (seen["families"], seen["bump_share"], seen["wide_noise_share"]) == (["M2", "M3"], 0.0, 0.25)
+    seen.clear()
+    a = parser().parse_args(["pfn", "train"])
+    a.func(a)  # defaults: the whole prior, the train() defaults for the shares
+    assert seen["families"] is None and "bump_share" not in seen and "wide_noise_share" not in seen

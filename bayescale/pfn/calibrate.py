@@ -117,13 +117,15 @@ def pit_values(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch
     L = load(weights)
     n_points = n_points or L.cfg.n_points
     fams = families or L.info.get("families")
+    # the prior the weights were trained on (weights from before the "prior" entry used the default shares)
+    shares = {k: v for k, v in L.info.get("prior", {}).items() if k in ("bump_share", "wide_noise_share")}
     pits = {k: [] for k in KINDS}
     curves = {"prefix": 0, "random": 0}
     batch = min(batch, n_curves)
     for i in range(int(np.ceil(n_curves / batch))):
         for off, split in enumerate(("prefix", "random")):
             d = {k: np.asarray(v) for k, v in sample_prior(seed + 2 * i + off, batch, n_points, split=split,
-                                                            families=fams).items()}
+                                                            families=fams, **shares).items()}
             items = []
             for j in range(batch):
                 c, tg = d["ctx"][j], d["target"][j]

@@ -43,7 +43,7 @@ import numpy as np
 from bayescale.laws import Law, Scales, _bnsl, list_laws
 from bayescale.model import noise_dist, sigma_prior
 
-__all__ = ["FAMILIES", "family_laws", "normalize", "sample_prior", "MIN_CONTEXT", "SD_FLOOR"]
+__all__ = ["FAMILIES", "family_laws", "family_model", "normalize", "sample_prior", "MIN_CONTEXT", "SD_FLOOR"]
 
 MIN_CONTEXT = 3
 SD_FLOOR = 1e-3  # floor of the context sd of ln y (a flat context would otherwise divide by ~0)
@@ -68,24 +68,77 @@ def _draw(d, key, batch):
     return jnp.broadcast_to(d.sample(key, shape), (batch,))
 
 
+# drawn y scales (module docstring): y_med of bounded metrics, ln(y_med / y_min), ln(y_max / y_med)
+Y_MED_BOUNDED = (0.1, 0.9)
+LOG_DOWN = (0.05, 1.5)
+
+
+def _bounded(law: Law) -> bool:
+    return law.y_range[1] <= 1.0
+
+
+def _log_up(law: Law) -> tuple[float, float]:
+    return (0.05, 1.0) if _bounded(law) else (0.05, 1.5)
+
+
+def _make_scales(law: Law, y_med, down, up, lo, hi) -> Scales:
+    y_max = y_med * jnp.exp(up)
+    name = law.inputs[0].name
+    return Scales(y_min=y_med * jnp.exp(-down), y_max=jnp.minimum(y_max, 0.99) if _bounded(law) else y_max,
+                  y_med=y_med, center={name: jnp.zeros_like(lo)}, lo={name: lo}, hi={name: hi})
+
+
+def _ctx_range(tc, ctx):
+    big = 1e9
+    return jnp.min(jnp.where(ctx, tc, big), axis=-1), jnp.max(jnp.where(ctx, tc, -big), axis=-1)
+
+
 def _scales(law: Law, key, tc, ctx):
     """Scales of each curve: x from its context points (centred t), y drawn (see the module docstring)."""
     batch = tc.shape[0]
-    big = 1e9
-    lo = jnp.min(jnp.where(ctx, tc, big), axis=1)
-    hi = jnp.max(jnp.where(ctx, tc, -big), axis=1)
+    lo, hi = _ctx_range(tc, ctx)
     k1, k2, k3 = jax.random.split(key, 3)
-    if law.y_range[1] <= 1.0:
-        y_med = jax.random.uniform(k1, (batch,), minval=0.1, maxval=0.9)
-        y_min = y_med * jnp.exp(-jax.random.uniform(k2, (batch,), minval=0.05, maxval=1.5))
-        y_max = jnp.minimum(y_med * jnp.exp(jax.random.uniform(k3, (batch,), minval=0.05, maxval=1.0)), 0.99)
-    else:
-        y_med = jnp.ones(batch)
-        y_min = jnp.exp(-jax.random.uniform(k2, (batch,), minval=0.05, maxval=1.5))
-        y_max = jnp.exp(jax.random.uniform(k3, (batch,), minval=0.05, maxval=1.5))
-    name = law.inputs[0].name
-    return Scales(y_min=y_min, y_max=y_max, y_med=y_med, center={name: jnp.zeros(batch)}, lo={name: lo},
-                  hi={name: hi})
+    y_med = (jax.random.uniform(k1, (batch,), minval=Y_MED_BOUNDED[0], maxval=Y_MED_BOUNDED[1]) if _bounded(law)
+             else jnp.ones(batch))
+    down = jax.random.uniform(k2, (batch,), minval=LOG_DOWN[0], maxval=LOG_DOWN[1])
+    up = jax.random.uniform(k3, (batch,), minval=_log_up(law)[0], maxval=_log_up(law)[1])
+    return _make_scales(law, y_med, down, up, lo, hi)
+
+
+def family_model(family: str):
+    """NumPyro model of one family's curves exactly as :func:`sample_prior` draws them with ``bump_share=0`` and
+    ``wide_noise_share=0``: the same drawn y scales (latent here), the law's priors given those scales, the
+    NUTS noise prior and multiplicative noise, centring at the mean context ln x.
+
+    ``model(t, ctx, y=None)``: ``t`` ln x of every point (L,), ``ctx`` a boolean mask (L,) of the observed ones,
+    ``y`` (L,) whose context entries are observed (others are ignored). Records ``mu`` (L,) at every point, so
+    NUTS on it gives the exact posterior predictive that a PFN trained on that prior approximates.
+    """
+    import numpyro
+    import numpyro.distributions as dist
+
+    laws = {law.name: law for law in family_laws()}
+    if family not in laws:
+        raise ValueError(f"unknown prior family {family!r}; choose from {list(laws)}")
+    law = laws[family]
+    ref = Scales(y_min=1.0, y_max=1.0, y_med=1.0, center={}, lo={}, hi={})
+
+    def model(t, ctx, y=None):
+        t, ctx = jnp.asarray(t), jnp.asarray(ctx, bool)
+        tc = t - jnp.sum(jnp.where(ctx, t, 0.0)) / jnp.sum(ctx)
+        lo, hi = _ctx_range(tc, ctx)
+        y_med = numpyro.sample("y_med", dist.Uniform(*Y_MED_BOUNDED)) if _bounded(law) else jnp.ones(())
+        down = numpyro.sample("log_down", dist.Uniform(*LOG_DOWN))
+        up = numpyro.sample("log_up", dist.Uniform(*_log_up(law)))
+        s = _make_scales(law, y_med, down, up, lo, hi)
+        p = {prm.name: numpyro.sample(prm.name, prm.prior(s)) for prm in law.params}
+        mu = numpyro.deterministic("mu", law.mean(p, {law.inputs[0].name: tc}))
+        sigma = numpyro.sample("sigma", sigma_prior("lognormal", ref))
+        obs = None if y is None else jnp.where(ctx, jnp.asarray(y), 1.0)
+        with numpyro.handlers.mask(mask=ctx):
+            numpyro.sample("y", noise_dist("lognormal", mu, sigma), obs=obs)
+
+    return model
 
 
 def law_curves(law: Law, key, tc, ctx):

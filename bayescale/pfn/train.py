@@ -1,6 +1,7 @@
 """Train the PFN on curves drawn on the fly from the prior (:mod:`bayescale.pfn.prior`).
 
-``bayescale pfn train --config small|base [--steps N] [--max-minutes M] [--out DIR] [--resume] [--seed S]``
+``bayescale pfn train --config small|base [--steps N] [--max-minutes M] [--out DIR] [--resume] [--seed S]
+[--families M2,... --bump-share B --wide-noise-share W]`` (the last three restrict the prior, e.g. to one family)
 
 Each step draws a fresh batch of prior curves (float64), normalises them on their context points, and takes an
 AdamW step (optax: global-norm clipping at 1, linear warm-up then cosine decay) on the mean negative log density
@@ -9,7 +10,7 @@ the NLL on held-out prior draws (seeds disjoint from training) is measured; the 
 ``DIR/pfn_<config>.npz`` + ``.json`` (config, step, validation NLL and its history, training time and hardware,
 sha256 of the ``.npz``; the bin borders are in the ``.npz``), and a resumable checkpoint (weights, optimizer state,
 step) to ``DIR/train_state/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at ``--steps`` or
-after ``--max-minutes`` of wall clock, whichever comes first (the learning-rate schedule is set by ``--steps``).
+after ``--max-minutes`` of this run's wall clock, whichever comes first (the learning-rate schedule is set by ``--steps``).
 At the end, the recalibration map of the best weights is fitted on fresh prior draws and added to their JSON
 (:mod:`bayescale.pfn.calibrate`; ``calibration_curves=0`` skips it).
 """
@@ -29,7 +30,7 @@ import numpy as np
 import optax
 
 from bayescale.pfn.network import CONFIGS, PFN, PFNConfig, bar_logpdf, n_params
-from bayescale.pfn.prior import FAMILIES, Z_CLIP, _sample, normalize
+from bayescale.pfn.prior import BUMP_SHARE, FAMILIES, WIDE_NOISE_SHARE, Z_CLIP, _sample, normalize
 
 __all__ = ["compute_borders", "train", "save_weights", "validation_batches"]
 
@@ -39,12 +40,13 @@ FORMAT = "bayescale-pfn/1"
 
 
 def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: int = BORDER_SEED,
-                    families=FAMILIES) -> np.ndarray:
+                    families=FAMILIES, bump_share: float = BUMP_SHARE,
+                    wide_noise_share: float = WIDE_NOISE_SHARE) -> np.ndarray:
     """Bin borders: quantiles of normalised target values of ``n_curves`` prior curves (clipped to +-Z_CLIP)."""
     zs = []
     per = min(2048, n_curves)
     for i in range(max(1, n_curves // per)):
-        d = _sample(jax.random.PRNGKey(seed + i), per, n_points, "mixed", families, 0.15, 0.5)
+        d = _sample(jax.random.PRNGKey(seed + i), per, n_points, "mixed", families, bump_share, wide_noise_share)
         _, z, _ = normalize(d["t"], d["y"], d["ctx"])
         zs.append(np.clip(np.asarray(z)[np.asarray(d["target"])], -Z_CLIP, Z_CLIP))
     z = np.concatenate(zs)
@@ -55,8 +57,9 @@ def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: 
     return b
 
 
-def validation_batches(n_points: int, n_batches: int = 4, batch: int = 256, split: str = "mixed", families=FAMILIES):
-    return [_sample(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, families, 0.15, 0.5)
+def validation_batches(n_points: int, n_batches: int = 4, batch: int = 256, split: str = "mixed", families=FAMILIES,
+                       bump_share: float = BUMP_SHARE, wide_noise_share: float = WIDE_NOISE_SHARE):
+    return [_sample(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, families, bump_share, wide_noise_share)
             for i in range(n_batches)]
 
 
@@ -135,13 +138,23 @@ def save_weights(model, cfg: PFNConfig, borders, path_npz: Path, meta: dict) -> 
 
 def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_minutes: float | None = None,
           out="pfn_out", resume: bool = False, seed: int = 0, val_every: int = 250, n_val_batches: int = 4,
-          val_batch: int = 256, border_curves: int = 32768, families=None, progress: bool = True,
-          calibration_curves: int = 4096, log=print) -> dict:
-    """Train (or resume) and return the metadata of the best weights written (see the module docstring)."""
+          val_batch: int = 256, border_curves: int = 32768, families=None, bump_share: float = BUMP_SHARE,
+          wide_noise_share: float = WIDE_NOISE_SHARE, progress: bool = True, calibration_curves: int = 4096,
+          log=print) -> dict:
+    """Train (or resume) and return the metadata of the best weights written (see the module docstring).
+
+    ``families``, ``bump_share`` and ``wide_noise_share`` restrict the prior (:func:`bayescale.pfn.prior.sample_prior`),
+    e.g. to one family without bumps for a PFN to compare with that family's NUTS posterior; they are saved with
+    the weights and a resume must use the same ones.
+    """
     name = config if isinstance(config, str) else "custom"
+    unknown = [] if families is None else [f for f in families if f not in FAMILIES]
     fams = FAMILIES if families is None else tuple(f for f in FAMILIES if f in families)
-    if not fams:
-        raise ValueError(f"families must name some of {list(FAMILIES)}")
+    if unknown or not fams:
+        raise ValueError(f"unknown prior families {unknown}; families must name some of {list(FAMILIES)}")
+    if not (0.0 <= bump_share <= 1.0 and 0.0 <= wide_noise_share <= 1.0):
+        raise ValueError(f"bump_share and wide_noise_share must be in [0, 1], got {bump_share}, {wide_noise_share}")
+    prior = {"families": list(fams), "bump_share": float(bump_share), "wide_noise_share": float(wide_noise_share)}
     if isinstance(config, str):
         if config not in CONFIGS:
             raise ValueError(f"unknown PFN config {config!r}; choose one of {sorted(CONFIGS)}")
@@ -172,6 +185,9 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
         with np.load(ckpt_path, allow_pickle=False) as ck:
             if meta["config"] != cfg.to_dict():
                 raise ValueError(f"checkpoint {ckpt_path} was made with another config: {meta['config']}")
+            if meta.get("prior", prior) != prior:  # checkpoints from before this field used the default prior
+                raise ValueError(f"checkpoint {ckpt_path} was trained on another prior: {meta['prior']}; "
+                                 f"resume with those families/shares or start afresh in another --out")
             n_m = meta["n_model"]
             arrs = [ck[f"a{i:04d}"] for i in range(meta["n_arrays"])]
             borders = ck["borders"]
@@ -180,14 +196,16 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
         start, elapsed, best, history = meta["step"], meta["elapsed"], meta["best"], meta["history"]
         log(f"resumed from {ckpt_path} at step {start} (best validation NLL {best:.4f})")
     else:
-        borders = compute_borders(cfg.n_bins, cfg.n_points, n_curves=border_curves, families=fams)
+        borders = compute_borders(cfg.n_bins, cfg.n_points, n_curves=border_curves, families=fams,
+                                  bump_share=bump_share, wide_noise_share=wide_noise_share)
     b32 = jnp.asarray(borders, jnp.float32)
-    val = [_prep(d) for d in validation_batches(cfg.n_points, n_val_batches, val_batch, families=fams)]
+    val = [_prep(d) for d in validation_batches(cfg.n_points, n_val_batches, val_batch, families=fams,
+                                                bump_share=bump_share, wide_noise_share=wide_noise_share)]
     log(f"PFN config {name}: {n_params(model):,} parameters; {total} steps of {cfg.batch} curves x {cfg.n_points} points")
 
     @eqx.filter_jit
     def step_fn(model, opt_state, k):
-        d = _sample(k, cfg.batch, cfg.n_points, "mixed", fams, 0.15, 0.5)
+        d = _sample(k, cfg.batch, cfg.n_points, "mixed", fams, bump_share, wide_noise_share)
         u, z, ctx, target = _prep(d)
         loss, grads = eqx.filter_value_and_grad(_nll)(model, b32, u, z, ctx, target)
         updates, opt_state = opt.update(grads, opt_state, eqx.filter(model, eqx.is_array))
@@ -203,7 +221,7 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
     def checkpoint(step):
         arrs = _arrays(model) + _arrays(opt_state)
         meta = {"config": cfg.to_dict(), "n_model": len(_arrays(model)), "n_arrays": len(arrs), "step": step,
-                "elapsed": elapsed, "best": best, "history": history, "total": total, "seed": seed}
+                "elapsed": elapsed, "best": best, "history": history, "total": total, "seed": seed, "prior": prior}
         tmp = ckpt_path.with_suffix(".tmp.npz")
         np.savez(tmp, meta=np.array(json.dumps(meta)), borders=np.asarray(borders),
                  **{f"a{i:04d}": a for i, a in enumerate(arrs)})
@@ -214,7 +232,8 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, initial=start, desc=f"PFN {name}", unit="step", mininterval=5.0)
-    t0, info, step, ema = time.time() - elapsed, None, start, None
+    t_run = time.time()  # --max-minutes counts this invocation's wall clock, not time before a resume
+    t0, info, step, ema = t_run - elapsed, None, start, None
     if start == 0:
         history.append([0, 0.0, None, validate(model)])
         log(f"step 0/{total}  val NLL {history[-1][3]:.4f} (untrained)")
@@ -233,7 +252,7 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
             if bar is not None:
                 bar.set_postfix(loss=f"{ema:.3f}", best_val=f"{best:.3f}")
         elapsed = time.time() - t0
-        over = max_minutes is not None and elapsed > 60.0 * max_minutes
+        over = max_minutes is not None and time.time() - t_run > 60.0 * max_minutes
         if step % val_every == 0 or step == total or over:
             v = validate(model)
             history.append([step, round(elapsed, 1), float(ema if ema is not None else float(loss)), v])
@@ -242,7 +261,7 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
                 info = save_weights(model, cfg, borders, best_path, {
                     "config_name": name, "step": step, "total_steps": total, "val_nll": v,
                     "train_seconds": round(elapsed, 1), "hardware": hardware(), "seed": seed,
-                    "families": list(fams),
+                    "families": list(fams), "prior": prior,
                     "val_draws": f"{n_val_batches} x {val_batch} prior curves (seeds {VAL_SEED}+), normalised-z NLL per target",
                     "history": "[step, seconds, train NLL (EMA), validation NLL]", "history_rows": history})
             checkpoint(step)
