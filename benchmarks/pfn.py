@@ -81,8 +81,9 @@ def calibration(n_curves: int, split: str, seed: int, calibrated: bool = True) -
 FAMILY = "M2"
 NUTS_Q = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
 FAMILY_WEIGHTS = ROOT / "benchmarks" / "results" / f"pfn_{FAMILY}" / "pfn_small.npz"
-FAMILY_TRAIN = (f"bayescale pfn train --config small --steps 8000 --families {FAMILY} --bump-share 0 "
-                f"--wide-noise-share 0 --calibration-curves 0 --out benchmarks/results/pfn_{FAMILY}")
+FAMILY_TRAIN = (f"bayescale pfn train --config small --families {FAMILY} --bump-share 0 --wide-noise-share 0 "
+                f"--calibration-curves 0 --out benchmarks/results/pfn_{FAMILY} --steps 8000`, then the same with "
+                "`--resume --steps 16000")
 
 
 def nuts_reference(n_curves: int, draws: int, seed: int, cache: Path | None = None) -> dict:
@@ -94,10 +95,11 @@ def nuts_reference(n_curves: int, draws: int, seed: int, cache: Path | None = No
     """
     import arviz as az
     import jax
-    from numpyro.infer import MCMC, NUTS
+    from numpyro.infer import Predictive
 
     from bayescale.pfn import sample_prior
     from bayescale.pfn.prior import family_model
+    from bayescale.sampler import SamplerSettings, run_nuts
 
     key = f"matched-{FAMILY}-{n_curves}-{draws}-{seed}"
     if cache is not None and Path(cache).exists():
@@ -111,23 +113,27 @@ def nuts_reference(n_curves: int, draws: int, seed: int, cache: Path | None = No
     d = {k: np.asarray(v) for k, v in sample_prior(seed, 2 * n_curves, 20, split="prefix", families=[FAMILY],
                                                      bump_share=0.0, wide_noise_share=0.0).items()}
     keep = [i for i in range(len(d["y"])) if d["target"][i].any()][:n_curves]
-    mcmc = MCMC(NUTS(family_model(FAMILY), target_accept_prob=0.99, dense_mass=True), num_warmup=draws,
-                num_samples=draws, num_chains=4, chain_method="vectorized", progress_bar=False, jit_model_args=True)
+    fm = family_model(FAMILY)
+
+    def model(data):  # bayescale's sampler: one data pytree, observed site "y"; one compile for every curve
+        fm(data["t"], data["ctx"], data["y"])
+
+    settings = SamplerSettings(num_chains=4, num_warmup=draws, num_samples=draws, target_accept=0.99)
     items, lq, sds, ok, secs, divs = [], [], [], [], [], []
     for j, i in enumerate(keep):
+        data = {"t": d["t"][i], "ctx": d["ctx"][i], "y": d["y"][i]}
         t0 = time.perf_counter()
-        mcmc.run(jax.random.PRNGKey(seed + j), d["t"][i], d["ctx"][i], d["y"][i], extra_fields=("diverging",))
-        post = mcmc.get_samples(group_by_chain=True)
+        post, _, stats, _ = run_nuts(model, data, jax.random.PRNGKey(seed + j), settings, n_params=6, progress=False)
         secs.append(time.perf_counter() - t0)
-        div = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
-        rhat = max(float(np.max(np.asarray(az.rhat(np.asarray(v))))) for k, v in post.items() if k != "mu")
+        div = int(np.asarray(stats["diverging"]).sum())
+        rhat = max(float(np.max(np.asarray(az.rhat(np.asarray(v))))) for v in post.values())
         ok.append(bool(div == 0 and rhat < 1.01))
         divs.append(div)
-        tg = d["target"][i]
-        mu = np.asarray(post["mu"]).reshape(-1, len(tg))[:, tg]
-        sig = np.asarray(post["sigma"]).reshape(-1, 1)
+        flat = {k: np.asarray(v).reshape(-1, *np.shape(v)[2:]) for k, v in post.items()}
+        mu = np.asarray(Predictive(fm, posterior_samples=flat, return_sites=["mu"])(
+            jax.random.PRNGKey(0), d["t"][i], d["ctx"][i])["mu"])[:, d["target"][i]]
         eps = np.random.default_rng(seed + j).standard_normal(mu.shape)
-        ly = np.log(mu) + sig * eps  # the prior's multiplicative noise: ln y ~ N(ln mu, sigma)
+        ly = np.log(mu) + flat["sigma"][:, None] * eps  # the prior's multiplicative noise: ln y ~ N(ln mu, sigma)
         items.append(_curves(d, i))
         lq.append(np.quantile(ly, NUTS_Q, axis=0))
         sds.append(ly.std(axis=0))
@@ -143,20 +149,34 @@ def nuts_reference(n_curves: int, draws: int, seed: int, cache: Path | None = No
 
 
 def _gap(ref: dict, preds) -> dict:
-    gaps, gaps_sd, cov, width, ok = [], [], [], [], []
+    gaps, gaps_sd, cov, width, ok, sd_z, wratio = [], [], [], [], [], [], []
     for (xc, yc, xq, yq), p, lq_nuts, sd, good in zip(ref["items"], preds, ref["lq"], ref["sd"], ref["ok"]):
         ok.append(np.full(len(yq), good))
+        sd_z.append(sd / max(np.log(yc).std(), 1e-3))  # NUTS predictive sd in the PFN's normalised units
+        wratio.append((np.log(p.quantile(NUTS_Q[-1:]))[0] - np.log(p.quantile(NUTS_Q[:1]))[0])
+                      / (lq_nuts[-1] - lq_nuts[0]))
         lq_pfn = np.log(p.quantile(NUTS_Q))
         gaps.append(np.abs(lq_pfn - lq_nuts))
         gaps_sd.append(np.abs(lq_pfn - lq_nuts) / sd)
         cov.append((yq >= np.exp(lq_pfn[0])) & (yq <= np.exp(lq_pfn[-1])))
         width.append(lq_pfn[-1] - lq_pfn[0])
     g, gs, ok = np.concatenate(gaps, axis=1), np.concatenate(gaps_sd, axis=1), np.concatenate(ok)
-    return {"median_abs_gap_ln_y": dict(zip(map(str, NUTS_Q), np.median(g, axis=1).tolist())),
-            "median_abs_gap_in_nuts_sd_gate_passed": dict(zip(map(str, NUTS_Q), np.median(gs[:, ok], axis=1).tolist())),
-            "median_abs_gap_in_nuts_sd": dict(zip(map(str, NUTS_Q), np.median(gs, axis=1).tolist())),
-            "p90_abs_gap_in_nuts_sd": dict(zip(map(str, NUTS_Q), np.quantile(gs, 0.9, axis=1).tolist())),
-            "coverage90": float(np.concatenate(cov).mean()), "median_width90_ln_y": float(np.median(np.concatenate(width)))}
+    sd_z, wratio = np.concatenate(sd_z), np.concatenate(wratio)
+    edges = np.quantile(sd_z, [0, 0.25, 0.5, 0.75, 1])
+    by_sd = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (sd_z >= lo) & (sd_z <= hi)
+        by_sd.append({"nuts_sd_z": [float(lo), float(hi)], "median_abs_gap50_in_nuts_sd": float(np.median(gs[2, m])),
+                      "median_width90_ratio_pfn_to_nuts": float(np.median(wratio[m]))})
+    def per_q(v):
+        return dict(zip(map(str, NUTS_Q), np.asarray(v).tolist()))
+
+    return {"median_abs_gap_ln_y": per_q(np.median(g, axis=1)),
+            "median_abs_gap_in_nuts_sd": per_q(np.median(gs, axis=1)),
+            "median_abs_gap_in_nuts_sd_gate_passed": per_q(np.median(gs[:, ok], axis=1)),
+            "p90_abs_gap_in_nuts_sd": per_q(np.quantile(gs, 0.9, axis=1)),
+            "by_nuts_sd_quartile": by_sd, "coverage90": float(np.concatenate(cov).mean()),
+            "median_width90_ln_y": float(np.median(np.concatenate(width)))}
 
 
 def nuts_agreement(n_curves: int, draws: int, seed: int, cache: Path | None = None,
@@ -173,18 +193,22 @@ def nuts_agreement(n_curves: int, draws: int, seed: int, cache: Path | None = No
         w_n.append(lq[-1] - lq[0])
     res = {"family": FAMILY, "curves": len(ref["items"]), "targets": int(sum(len(q) for *_, q in queries)),
            "context_points": [int(min(len(c) for _, c, _ in queries)), int(max(len(c) for _, c, _ in queries))],
-           "nuts_draws": f"4 chains x ({draws} warm-up + {draws}) draws, target_accept 0.99, dense mass",
+           "nuts_draws": f"4 chains x ({draws} warm-up + {draws}) draws, target_accept 0.99, dense mass, "
+                         "bayescale's multi-start MAP init",
            "quantiles": NUTS_Q.tolist(), "nuts_ok_share": float(np.mean(ref["ok"])),
            "nuts_divergent_fits": int(np.sum(np.asarray(ref["div"]) > 0)),
            "nuts_seconds_median": float(np.median(ref["secs"])),
-           "coverage90_nuts": float(np.concatenate(cov_n).mean()), "median_width90_ln_y_nuts": float(np.median(np.concatenate(w_n)))}
-    if Path(family_weights).exists():
-        fam = load(family_weights)
-        res["family_pfn"] = {"weights": str(Path(family_weights).relative_to(ROOT)) if Path(family_weights).is_relative_to(ROOT)
-                             else str(family_weights), "train_command": FAMILY_TRAIN, "step": fam.info["step"],
-                             "val_nll": fam.info["val_nll"], "train_seconds": fam.info["train_seconds"],
-                             "prior": fam.info.get("prior"),
-                             **_gap(ref, predictive_many(queries, weights=family_weights, calibrated=False))}
+           "coverage90_nuts": float(np.concatenate(cov_n).mean()),
+           "median_width90_ln_y_nuts": float(np.median(np.concatenate(w_n)))}
+    fw = Path(family_weights)
+    if fw.exists():
+        fam = load(fw)
+        fpreds = predictive_many(queries, weights=fw, calibrated=False)
+        bw = np.diff(fpreds[0].borders)
+        res["family_pfn"] = {"weights": str(fw.relative_to(ROOT) if fw.is_relative_to(ROOT) else fw),
+                             "train_command": FAMILY_TRAIN, "step": fam.info["step"], "val_nll": fam.info["val_nll"],
+                             "train_seconds": fam.info["train_seconds"], "prior": fam.info.get("prior"),
+                             "bin_width_z": [float(bw.min()), float(np.median(bw))], **_gap(ref, fpreds)}
     res["shipped_pfn"] = _gap(ref, predictive_many(queries))
     return res
 
@@ -339,13 +363,23 @@ def markdown(res: dict) -> str:
         lines += [f"| shipped PFN (mixture prior, recalibrated) | {q(sp)} | {q(sp, 'p90_abs_gap_in_nuts_sd')} | "
                   f"{q(sp, 'median_abs_gap_in_nuts_sd_gate_passed')} | {sp['coverage90']:.3f} | "
                   f"{sp['median_width90_ln_y']:.3f} |",
-                  f"| NUTS (the reference) | 0 | 0 | 0 | {a['coverage90_nuts']:.3f} | {a['median_width90_ln_y_nuts']:.3f} |",
+                  f"| NUTS (the reference) | 0 | 0 | 0 | {a['coverage90_nuts']:.3f} | "
+                  f"{a['median_width90_ln_y_nuts']:.3f} |",
                   ""]
         if "family_pfn" in a:
             lines += [f"The single-family PFN is the shipped architecture trained on that prior alone: "
                       f"`{a['family_pfn']['train_command']}` ({a['family_pfn']['train_seconds'] / 60:.0f} min, sharing "
                       "the 2 cores with another training run). Its gap is the PFN's approximation error; the shipped "
-                      "PFN's gap adds the difference between its mixture prior and this one.", ""]
+                      "PFN's gap adds the difference between its mixture prior and this one. By quartile of the NUTS "
+                      "predictive sd in the PFN's normalised units (sd of ln y / sd of the context's ln y), the "
+                      "single-family PFN's median gap at q50 and its 90% width / NUTS's: "
+                      + "; ".join(f"{b['nuts_sd_z'][0]:.2f}-{b['nuts_sd_z'][1]:.2f}: "
+                                  f"{b['median_abs_gap50_in_nuts_sd']:.2f} sd, "
+                                  f"width x{b['median_width90_ratio_pfn_to_nuts']:.2f}"
+                                  for b in a["family_pfn"]["by_nuts_sd_quartile"])
+                      + f". Its bins are {a['family_pfn']['bin_width_z'][0]:.3f} (narrowest) to "
+                      f"{a['family_pfn']['bin_width_z'][1]:.3f} (median) wide in those units, so the narrowest NUTS "
+                      "predictives are at the bar distribution's resolution.", ""]
     s = res["speed"]
     lines += [f"**(c) Speed**: one batched call on 72 revisiting curves ({s['pfn_queries']} query points): "
               f"{s['pfn_batch72_seconds']:.2f} s, **{s['pfn_ms_per_curve']:.1f} ms per curve** on the CPU; one NUTS fit "

@@ -9,8 +9,9 @@ of the target points under the bar distribution. The network itself runs in floa
 the NLL on held-out prior draws (seeds disjoint from training) is measured; the best weights so far are written to
 ``DIR/pfn_<config>.npz`` + ``.json`` (config, step, validation NLL and its history, training time and hardware,
 sha256 of the ``.npz``; the bin borders are in the ``.npz``), and a resumable checkpoint (weights, optimizer state,
-step) to ``DIR/train_state/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at ``--steps`` or
-after ``--max-minutes`` of this run's wall clock, whichever comes first (the learning-rate schedule is set by ``--steps``).
+step) to ``DIR/train_state/pfn_<config>.ckpt.npz``. ``--resume`` continues from that checkpoint. Training stops at
+``--steps`` or after ``--max-minutes`` of this run's wall clock, whichever comes first (the learning-rate schedule is
+set by ``--steps``).
 At the end, the recalibration map of the best weights is fitted on fresh prior draws and added to their JSON
 (:mod:`bayescale.pfn.calibrate`; ``calibration_curves=0`` skips it).
 """
