@@ -153,13 +153,12 @@ def _gap(ref: dict, preds) -> dict:
     for (xc, yc, xq, yq), p, lq_nuts, sd, good in zip(ref["items"], preds, ref["lq"], ref["sd"], ref["ok"]):
         ok.append(np.full(len(yq), good))
         sd_z.append(sd / max(np.log(yc).std(), 1e-3))  # NUTS predictive sd in the PFN's normalised units
-        wratio.append((np.log(p.quantile(NUTS_Q[-1:]))[0] - np.log(p.quantile(NUTS_Q[:1]))[0])
-                      / (lq_nuts[-1] - lq_nuts[0]))
         lq_pfn = np.log(p.quantile(NUTS_Q))
         gaps.append(np.abs(lq_pfn - lq_nuts))
         gaps_sd.append(np.abs(lq_pfn - lq_nuts) / sd)
         cov.append((yq >= np.exp(lq_pfn[0])) & (yq <= np.exp(lq_pfn[-1])))
         width.append(lq_pfn[-1] - lq_pfn[0])
+        wratio.append(width[-1] / (lq_nuts[-1] - lq_nuts[0]))
     g, gs, ok = np.concatenate(gaps, axis=1), np.concatenate(gaps_sd, axis=1), np.concatenate(ok)
     sd_z, wratio = np.concatenate(sd_z), np.concatenate(wratio)
     edges = np.quantile(sd_z, [0, 0.25, 0.5, 0.75, 1])

@@ -230,6 +230,15 @@ def _sample(key, batch, n_points, split, families, bump_share, wide_noise_share)
             "family": fam, "bump": bumped[:, 0], "sigma": sigma[:, 0]}
 
 
+def check_families(families=None) -> tuple[str, ...]:
+    """The chosen prior families in registry order (all for None); raises ValueError naming unknown ones."""
+    fams = FAMILIES if families is None else tuple(families)
+    unknown = [f for f in fams if f not in FAMILIES]
+    if unknown or not fams:
+        raise ValueError(f"unknown prior families {unknown}; choose from {list(FAMILIES)}")
+    return tuple(f for f in FAMILIES if f in fams)
+
+
 def sample_prior(seed, batch: int, n_points: int = 48, *, split: str = "mixed", families=None,
                  bump_share: float = BUMP_SHARE, wide_noise_share: float = WIDE_NOISE_SHARE) -> dict:
     """Draw ``batch`` synthetic curves of ``n_points`` positions each (pure: same seed, same curves).
@@ -244,12 +253,8 @@ def sample_prior(seed, batch: int, n_points: int = 48, *, split: str = "mixed", 
         raise ValueError(f"sample_prior needs batch >= 1 and n_points >= {MIN_CONTEXT + 1}; got {batch}, {n_points}")
     if split not in ("prefix", "random", "mixed"):
         raise ValueError(f"split must be 'prefix', 'random' or 'mixed', got {split!r}")
-    fams = FAMILIES if families is None else tuple(families)
-    unknown = [f for f in fams if f not in FAMILIES]
-    if unknown or not fams:
-        raise ValueError(f"unknown prior families {unknown}; choose from {list(FAMILIES)}")
+    fams = check_families(families)
     key = jax.random.PRNGKey(seed) if isinstance(seed, (int, np.integer)) else seed
-    fams = tuple(f for f in FAMILIES if f in fams)
     return _sample(key, int(batch), int(n_points), split, fams, float(bump_share), float(wide_noise_share))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 from bayescale.pfn.network import CONFIGS, PFN, PFNConfig, bar_logpdf, n_params
-from bayescale.pfn.prior import BUMP_SHARE, FAMILIES, WIDE_NOISE_SHARE, Z_CLIP, _sample, normalize
+from bayescale.pfn.prior import BUMP_SHARE, FAMILIES, WIDE_NOISE_SHARE, Z_CLIP, _sample, check_families, normalize
 
 __all__ = ["compute_borders", "train", "save_weights", "validation_batches"]
 
@@ -149,10 +149,7 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
     the weights and a resume must use the same ones.
     """
     name = config if isinstance(config, str) else "custom"
-    unknown = [] if families is None else [f for f in families if f not in FAMILIES]
-    fams = FAMILIES if families is None else tuple(f for f in FAMILIES if f in families)
-    if unknown or not fams:
-        raise ValueError(f"unknown prior families {unknown}; families must name some of {list(FAMILIES)}")
+    fams = check_families(families)
     if not (0.0 <= bump_share <= 1.0 and 0.0 <= wide_noise_share <= 1.0):
         raise ValueError(f"bump_share and wide_noise_share must be in [0, 1], got {bump_share}, {wide_noise_share}")
     prior = {"families": list(fams), "bump_share": float(bump_share), "wide_noise_share": float(wide_noise_share)}
