@@ -214,7 +214,7 @@ def cmd_next_runs(args) -> int:
         cands = candidate_grid(**dict(_grid_axis(g) for g in args.grid))
     f = bs.fit(args.runs, law, **_fit_kwargs(args, law))
     table = next_runs(f, cands, target=args.target, budget=args.budget, k=args.k, cost=args.cost, seed=args.seed,
-                      n_outcomes=args.outcomes, target_sd=args.target_sd)
+                      n_outcomes=args.outcomes, target_sd=args.target_sd, horizon=args.horizon)
     if args.out:
         table.to_csv(args.out, index=False)
     if not args.json:
@@ -353,6 +353,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--outcomes", type=int, default=32, help="simulated outcomes per candidate (default 32)")
     p.add_argument("--target-sd", type=float, help="accuracy needed (posterior sd of the log target, 0.01 ~ 1%%): pick "
                    "the cheapest run expected to get there")
+    p.add_argument("--horizon", type=float, help="compute you expect to spend on pilot runs from here on: compare "
+                   "whole plans within it (a big run against many small ones) instead of the best single run per unit cost")
     p.add_argument("--show", type=int, default=15, help="rows to print")
     p.add_argument("--out", help="write the whole ranking as CSV")
     _add_fit_args(p)

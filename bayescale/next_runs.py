@@ -158,18 +158,57 @@ def _weighted_var(logw: np.ndarray, T: np.ndarray):
     return var, 1.0 / sw2
 
 
-def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None, cost_power=1.0):
+class _Extrapolation:
+    """The extrapolation error of a calibrated fit (:mod:`bayescale.discrepancy`): the target's log mean carries an
+    extra variance tau^2 b^2, b = its distance beyond the fitted runs in decades (max over inputs), which no outcome
+    narrows, but a run that extends the runs' range toward the target shortens b. ``gain(lo, hi)`` is that
+    reduction for every candidate (C,), ``var(lo, hi)`` the term now."""
+
+    def __init__(self, law, tau2: float, scales, cand: pd.DataFrame, targets: pd.DataFrame):
+        from bayescale.runs import transform_inputs
+
+        names = law.input_names
+        self.tau2 = float(tau2)
+        self.div = np.array([np.log(10.0) if i.scale == "log" else 1.0 for i in law.inputs])
+        tc = transform_inputs(law, {n: cand[n] for n in names}, scales.center)
+        tq = transform_inputs(law, {n: targets[n] for n in names}, scales.center)
+        self.tc = np.stack([np.asarray(tc[n], float) for n in names], axis=-1)        # (C, I)
+        self.tq = np.stack([np.asarray(tq[n], float) for n in names], axis=-1)        # (Q, I)
+        self.lo = np.array([float(scales.lo[n]) for n in names])
+        self.hi = np.array([float(scales.hi[n]) for n in names])
+
+    def _b2(self, lo, hi):  # lo/hi (..., I) -> squared distance of every target (..., Q)
+        over = np.maximum(self.tq - hi[..., None, :], 0) + np.maximum(lo[..., None, :] - self.tq, 0)
+        return np.max(over / self.div, axis=-1) ** 2
+
+    def var(self, lo, hi) -> float:
+        return self.tau2 * float(self._b2(lo, hi).mean())
+
+    def gain(self, lo, hi) -> np.ndarray:
+        new = self._b2(np.minimum(lo, self.tc), np.maximum(hi, self.tc))              # (C, Q)
+        return self.tau2 * (self._b2(lo, hi)[None, :] - new).mean(axis=-1)
+
+    def extend(self, lo, hi, c: int):
+        return np.minimum(lo, self.tc[c]), np.maximum(hi, self.tc[c])
+
+
+def _greedy(draws, mu, T, costs, steps, budget, J, seed, cost_power, target_sd=None, first_pick=None, plan=False,
+            extrap: _Extrapolation | None = None):
+    """Greedy picks on fantasised outcomes: ``steps`` runs within ``budget``, each the best by expected variance
+    reduction per cost**cost_power (``first_pick`` forces the first). Returns the picks, their expected
+    incremental reductions (their sum is the plan's expected reduction), the ESS of each pick's weights and the
+    first step's table (every candidate's expected variance after, its Monte Carlo error and ESS). A ``plan``
+    stops when no candidate's expected reduction exceeds its Monte Carlo error. With ``extrap`` the variance
+    includes the extrapolation error and a run's reduction its shortening of the distance beyond the runs."""
     rng = np.random.default_rng(seed)
+    if extrap is not None:
+        lo, hi = extrap.lo, extrap.hi
     S = T.shape[0]
-    T = T - T.mean(axis=0)
-    mu = draws.mean(cand)                                           # (S, C)
-    J = n_outcomes
-    var0 = float(T.var(axis=0).mean())
     logw = np.zeros((J, S))                                         # each simulated world's weights
     chosen, gains, ess_rows = [], [], []
     first = None
     remaining = np.inf if budget is None else float(budget)
-    for step in range(k):
+    for step in range(steps):
         # fantasised outcome of every candidate in every world: a draw picked by the world's weights, plus noise
         w = np.exp(logw - logw.max(axis=1, keepdims=True))
         w /= w.sum(axis=1, keepdims=True)
@@ -180,11 +219,14 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
         var, ess = _weighted_var(lw_new, T)                         # (J, C)
         cur, _ = _weighted_var(logw, T)                             # (J,)
         per_world = cur[:, None] - var                              # (J, C): gain in each simulated world
+        if extrap is not None:                                      # deterministic: the same in every world
+            cur = cur + extrap.var(lo, hi)
+            per_world = per_world + extrap.gain(lo, hi)[None, :]
         gain = per_world.mean(axis=0)
         se = per_world.std(axis=0, ddof=1) / np.sqrt(J)             # Monte Carlo error of the expected gain
         if first is None:
-            first = {"var_after": cur.mean() - gain, "gain_se": se, "ess_median": np.median(ess, axis=0),
-                     "ess_min": ess.min(axis=0)}
+            first = {"var_after": cur.mean() - gain, "gain": gain, "gain_se": se,
+                     "ess_median": np.median(ess, axis=0), "ess_min": ess.min(axis=0)}
         score = np.maximum(gain - se, 0.0) / costs**cost_power      # conservative: gains within MC noise count 0
         ok = np.isfinite(score) & (costs <= remaining)
         ok[chosen] = False
@@ -197,13 +239,58 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
             enough = cand_ok[(cur.mean() - gain[cand_ok] + se[cand_ok]) <= target_sd**2]
             if len(enough):
                 best = int(enough[np.lexsort((-gain[enough], costs[enough]))[0]])
+        if step == 0 and first_pick is not None and ok[first_pick]:
+            best = int(first_pick)
+        elif plan and score[best] <= 0:
+            break
         chosen.append(best)
         gains.append(float(gain[best]))
         ess_rows.append(float(np.median(ess[:, best])))
         remaining -= costs[best]
         logw = logw + ll[:, :, best]
-    pred_sd = np.log(np.maximum(draws.sample(cand, rng, mu=mu), 1e-300)).std(axis=0)
-    return var0, first, chosen, gains, ess_rows, pred_sd
+        if extrap is not None:
+            lo, hi = extrap.extend(lo, hi, best)
+    return chosen, gains, ess_rows, first
+
+
+PLAN_STEPS = 12   # longest plan compared under a horizon
+
+
+def _shortlist(gain, se, costs, within):
+    """First picks worth planning from: the candidate with the largest conservative gain in each decade of cost."""
+    idx = np.flatnonzero(within & np.isfinite(gain))
+    if not len(idx):
+        return []
+    dec = np.floor(np.log10(costs[idx]))
+    val = gain[idx] - se[idx]
+    return sorted({int(idx[dec == d][np.argmax(val[dec == d])]) for d in np.unique(dec)})
+
+
+def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None, cost_power=1.0, horizon=None,
+                extrap=None):
+    T = T - T.mean(axis=0)
+    mu = draws.mean(cand)                                           # (S, C)
+    var0 = float(T.var(axis=0).mean()) + (0.0 if extrap is None else extrap.var(extrap.lo, extrap.hi))
+    chosen, gains, ess_rows, first = _greedy(draws, mu, T, costs, k, budget, n_outcomes, seed, cost_power, target_sd,
+                                             extrap=extrap)
+    plans = None
+    if horizon is not None:
+        # non-myopic: plans that spend the horizon, each starting from one shortlisted run and going on greedily per
+        # unit cost; the plan that narrows the target most wins and its first k runs are the batch
+        cap = float(horizon) if budget is None else min(float(horizon), float(budget))
+        steps = max(int(k), PLAN_STEPS)
+        plans = []
+        for f0 in [None, *_shortlist(first["gain"], first["gain_se"], costs, costs <= cap)]:
+            c_, g_, e_, _ = _greedy(draws, mu, T, costs, steps, cap, n_outcomes, seed, cost_power, target_sd, f0, True,
+                                    extrap)
+            if c_ and all(c_ != p_["runs"] for p_ in plans):
+                plans.append({"first": c_[0], "runs": c_, "gains": g_, "ess": e_, "reduction": float(sum(g_)),
+                              "cost": float(costs[c_].sum())})
+        if plans:
+            best = max(plans, key=lambda p: (p["reduction"], -p["cost"]))
+            chosen, gains, ess_rows = best["runs"][:k], best["gains"][:k], best["ess"][:k]
+    pred_sd = np.log(np.maximum(draws.sample(cand, np.random.default_rng(seed), mu=mu), 1e-300)).std(axis=0)
+    return var0, first, chosen, gains, ess_rows, pred_sd, plans
 
 
 def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcomes, seed):
@@ -263,9 +350,34 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
 # --------------------------------------------------------------------------------------------------
 
 
+def _extrapolation(model, law, cand, kind, spec, draws) -> _Extrapolation | None:
+    """The fit's calibrated extrapolation error (``Fit.calibrate``; for a model average the weighted mean of the
+    families' tau^2), or None when it has none."""
+    from bayescale.compare import ModelAverage
+
+    if isinstance(model, ModelAverage):
+        fits = [(model.weights[n], f) for n, f in model.fits.items() if model.weights[n] > 0]
+        tot = sum(w for w, _ in fits)
+        tau2 = sum(w * f.discrepancy**2 for w, f in fits) / tot
+        scales = fits[0][1].scales
+    elif hasattr(model, "discrepancy") and hasattr(model, "scales"):
+        tau2, scales = float(model.discrepancy) ** 2, model.scales
+    else:
+        return None
+    if tau2 <= 0:
+        return None
+    if kind == "compute_optimal":   # the allocation the posterior expects at that budget
+        opt = compute_optimal(draws, [spec], keep_draws=True)
+        targets = pd.DataFrame({"N": [float(np.median(opt["N_opt_draws"].values))],
+                                "D": [float(np.median(opt["D_opt_draws"].values))]})
+    else:
+        targets = spec
+    return _Extrapolation(law, tau2, scales, cand, targets)
+
+
 def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
               seed: int = 0, n_outcomes: int = 32, max_draws: int | None = 1000, method: str = "nuts", law=None,
-              target_sd: float | None = None, cost_power: float = 1.0,
+              target_sd: float | None = None, cost_power: float = 1.0, horizon: float | None = None,
               x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
     """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
 
@@ -279,6 +391,15 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     cost, the default; 0: ignore cost; lowering it as a budget is spent is "cost cooling"). ``target_sd`` (goal mode, NUTS route): the accuracy you need, as the
     posterior sd of the log target (0.01 ~ +-1%); each pick is then the cheapest candidate expected to bring the
     target's sd there (expected variance plus one Monte Carlo error), and the best per unit cost when none does.
+    ``horizon`` (NUTS route): the compute you expect to spend on pilot runs from here on. Per unit cost alone is
+    myopic (the cheapest runs keep the best ratio after what they can tell has saturated); with a horizon, whole
+    plans are compared instead: each shortlisted run (the most informative one per decade of cost) followed by greedy
+    per-cost picks until the horizon is spent, plus the plain greedy plan, all on the same fantasised outcomes; the
+    batch is the first ``k`` runs of the plan expected to narrow the target most (cost-benefit greedy with partial
+    enumeration, Krause & Guestrin 2005). Plans are at most 12 runs long.
+    A fit with a calibrated extrapolation error (``fit.calibrate()``, tau per decade beyond the runs) adds it to the
+    target's variance, tau^2 b^2 with b the target's distance beyond the runs in decades, as its bands do; a run
+    that extends the runs' range toward the target shortens b, which no outcome of a run inside the range can do.
 
     Returns one row per candidate, best first: the inputs, ``cost``, ``target_sd`` (now, log scale),
     ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``,
@@ -300,9 +421,15 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         raise BayescaleError(f"cost_power must be a number >= 0 (1: per unit cost, 0: ignore cost), got {cost_power!r}")
     if target_sd is not None and not (np.isfinite(target_sd) and target_sd > 0):
         raise BayescaleError(f"target_sd must be a positive number (posterior sd of the log target), got {target_sd!r}")
+    if horizon is not None and not (np.isfinite(horizon) and horizon > 0):
+        raise BayescaleError(f"horizon must be a positive number (compute you expect to spend on pilot runs), got "
+                             f"{horizon!r}")
     if budget is not None and not (np.isfinite(budget) and budget > 0):
         raise BayescaleError(f"budget must be a positive number (the most the batch may cost), got {budget!r}")
 
+    if method == "pfn" and horizon is not None:
+        raise BayescaleError("horizon= (plan comparison) is available with method='nuts' only")
+    plans, tau_used = None, 0.0
     if method == "pfn":
         from bayescale import pfn  # noqa: F401  (raises ImportError when the module is absent)
 
@@ -343,8 +470,11 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         costs = _costs(lawobj, cand, cost)
         kind, spec = parse_target(target, lawobj, columns)
         T = _target_draws(draws, kind, spec)
-        var0, first, chosen, gains, ess_rows, pred_sd = _score_nuts(draws, cand, T, costs, int(k), budget,
-                                                                    int(n_outcomes), seed, target_sd, float(cost_power))
+        extrap = _extrapolation(model, lawobj, cand, kind, spec, draws)
+        var0, first, chosen, gains, ess_rows, pred_sd, plans = _score_nuts(
+            draws, cand, T, costs, int(k), budget, int(n_outcomes), seed, target_sd, float(cost_power), horizon,
+            extrap)
+        tau_used = 0.0 if extrap is None else float(np.sqrt(extrap.tau2))
         n_draws = draws.size
 
     out = cand.rename(columns={k_: v for k_, v in columns.items() if k_ in lawobj.input_names}).copy()
@@ -360,6 +490,11 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["candidate_sd"] = pred_sd
     if target_sd is not None:
         out["reaches_target_sd"] = (first["var_after"] + np.nan_to_num(first["gain_se"])) <= target_sd**2
+    if plans is not None:
+        # expected reduction of the whole plan that starts with this run (shortlisted runs only) and its cost
+        out["plan_reduction"], out["plan_cost"] = np.nan, np.nan
+        for p_ in plans:
+            out.loc[p_["first"], ["plan_reduction", "plan_cost"]] = [p_["reduction"], p_["cost"]]
     out["chosen"] = False
     out["batch"] = 0
     out["batch_gain"] = np.nan
@@ -371,6 +506,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out.attrs.update(target=kind if kind == "compute_optimal" else f"{len(spec)} point(s)", target_spec=(
         spec if kind == "compute_optimal" else spec.to_dict(orient="list")), var_before=float(var0), method=method,
         n_draws=int(n_draws), n_outcomes=int(n_outcomes), seed=seed, budget=budget, target_sd=target_sd,
+        horizon=horizon, extrapolation_tau=tau_used, plans=[{k_: v for k_, v in p_.items() if k_ != "ess"} for p_ in plans or []],
         batch_cost=float(costs[chosen].sum()) if chosen else 0.0)
     low = [e for e in ess_rows if np.isfinite(e) and e < ESS_WARN]
     if method == "nuts" and low:

@@ -70,6 +70,64 @@ def test_goal_mode_buys_the_cheapest_run_that_suffices(chinchilla_fit, hand_made
         next_runs(chinchilla_fit, cands, target=TARGET, target_sd=0.0)
 
 
+def test_horizon_compares_plans_not_single_runs(chinchilla_fit):
+    """Small runs inside the data are cheap and each narrows the target a little (per unit cost they win); one run
+    beyond the data narrows it far more than all of them together. Within a horizon that affords the big run, the
+    plan comparison buys it; without one, the myopic per-cost choice buys a small run."""
+    small = pd.DataFrame({"params": np.geomspace(1e7, 1e9, 6)[[0, 1, 2, 3, 4, 5, 0, 1]],
+                          "tokens": [1e9] * 6 + [1e11] * 2, "name": [f"small{i}" for i in range(8)]})
+    cands = pd.concat([small, pd.DataFrame({"params": [4e9], "tokens": [4e11], "name": ["beyond"]})],
+                      ignore_index=True).assign(cost=1.0)
+    equal = next_runs(chinchilla_fit, cands, target=TARGET, seed=0).set_index("name")
+    gain = equal["expected_var_reduction"]
+    big = 3 * gain["beyond"] / gain.drop("beyond").max()       # per unit cost the best small run now wins 3:1
+    cands.loc[cands["name"] == "beyond", "cost"] = big
+    myopic = next_runs(chinchilla_fit, cands, target=TARGET, seed=0)
+    assert myopic.iloc[0]["name"] != "beyond" and "plan_reduction" not in myopic
+    planned = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, horizon=big)
+    assert planned.iloc[0]["name"] == "beyond" and planned.iloc[0]["chosen"]
+    plans = planned.attrs["plans"]
+    assert len(plans) >= 2 and all(p["cost"] <= big * (1 + 1e-12) for p in plans)
+    for p in plans:   # a plan's reduction is the sum of its picks' expected reductions, its cost their costs' sum
+        assert p["reduction"] == pytest.approx(sum(p["gains"]))
+        assert p["cost"] == pytest.approx(cands["cost"].to_numpy()[p["runs"]].sum())
+    best = max(plans, key=lambda p: p["reduction"])
+    assert cands["name"][best["first"]] == "beyond"
+    by = planned.set_index("name")
+    assert by.loc["beyond", "plan_reduction"] > np.nanmax(by.drop("beyond")["plan_reduction"])
+    # a horizon too small for the big run leaves the small runs' plan
+    short = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, horizon=big / 2)
+    assert short.iloc[0]["name"] != "beyond"
+    with pytest.raises(bs.BayescaleError, match="horizon"):
+        next_runs(chinchilla_fit, cands, target=TARGET, horizon=-1.0)
+
+
+def test_extrapolation_error_counts_and_shrinks_toward_the_target(chinchilla_fit, hand_made):
+    """With a calibrated extrapolation error tau, the target's variance gains tau^2 b^2 (b: decades beyond the
+    runs, as in the bands), and a run that extends the range toward the target removes part of it; a duplicate
+    of a fitted run removes none of it."""
+    from bayescale.runs import distance_beyond, query_points
+
+    tau = 0.1
+    plain = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=0).set_index("name")
+    cal = next_runs(chinchilla_fit.with_discrepancy(tau), hand_made, target=TARGET, seed=0)
+    assert cal.attrs["extrapolation_tau"] == pytest.approx(tau) and plain.attrs["extrapolation_tau"] == 0
+    b = distance_beyond(chinchilla_fit.law, query_points(chinchilla_fit.law, TARGET, chinchilla_fit.columns),
+                        chinchilla_fit.scales)
+    assert b[0] > 0
+    assert cal.attrs["var_before"] - plain.attrs["var_before"] == pytest.approx(tau**2 * b[0] ** 2, rel=1e-9)
+    by = cal.set_index("name")
+    extra = by["expected_var_reduction"] - plain["expected_var_reduction"]
+    assert extra["duplicate"] == pytest.approx(0, abs=1e-12)
+    # the "beyond" run (4e9 params, 4e11 tokens) brings the range's end closer to the target: b shrinks to b_new
+    law, sc = chinchilla_fit.law, chinchilla_fit.scales
+    grown = sc._replace(hi={**sc.hi, "N": max(sc.hi["N"], np.log(4e9) - sc.center["N"]),
+                            "D": max(sc.hi["D"], np.log(4e11) - sc.center["D"])})
+    b_new = distance_beyond(law, query_points(law, TARGET, chinchilla_fit.columns), grown)
+    assert 0 <= b_new[0] < b[0]
+    assert extra["beyond"] == pytest.approx(tau**2 * (b[0] ** 2 - b_new[0] ** 2), rel=1e-9)
+
+
 def test_greedy_batch_and_budget(chinchilla_fit):
     grid = candidate_grid(params=np.geomspace(1e7, 4e9, 4), tokens=np.geomspace(1e9, 4e11, 4))
     assert len(grid) == 16
@@ -132,6 +190,8 @@ def test_pfn_method(chinchilla_fit):
     assert (table["target_sd"] > 0).all() and np.isfinite(table["expected_sd_after"]).all()
     with pytest.raises(bs.BayescaleError, match="run table"):
         next_runs(chinchilla_fit, cands, target={"x": [1e10]}, method="pfn")
+    with pytest.raises(bs.BayescaleError, match="horizon"):
+        next_runs(curve, cands, target={"x": [1e10]}, method="pfn", x="x", y="y", horizon=1e9)
 
 
 def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
@@ -145,6 +205,11 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
     ranked = pd.read_csv(out)
     assert len(ranked) == 6 and ranked["chosen"].sum() == 2
     assert "posterior sd of log loss" in capsys.readouterr().out
+    rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
+               "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--chains", "2", "--warmup", "300", "--samples", "300",
+               "--quiet", "--outcomes", "8", "--horizon", "1e21", "--out", str(out)])
+    ranked = pd.read_csv(out)
+    assert rc == 0 and ranked["plan_reduction"].notna().any() and ranked["chosen"].sum() == 1
     rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
                "--chains", "2", "--warmup", "300", "--samples", "300", "--quiet"])
     assert rc == 2 and "--candidates" in capsys.readouterr().err
