@@ -14,6 +14,10 @@ fitted so far). Strategies:
   (a level the baselines reach), which is the level its ratio should be read at;
 - ``ours_cool`` (added after the first replay, ``--add ours_cool``): the score divides by cost**p with p falling
   from 1 to 0 over the protocol's acquisitions (``next_runs(cost_power=p)``);
+- ``ours_plan``: ``next_runs(horizon=...)`` with the horizon = the compute spent so far (plans compared, a big run
+  against many small ones, each plan at most doubling the spend);
+- ``ours_cal``: ``ours`` on the fit with its extrapolation error calibrated by leave-future-out on the runs bought
+  so far; ``ours_tau``: the same with the domain's tau from leave-future-out on the whole pool (fit split);
 - ``random`` (several seeds), ``cheapest`` (cheapest first), ``grid`` (the pool run nearest to each point of a
   log-uniform grid of cost between the start and the largest pool run, ascending), ``uncertain`` (the pool run whose
   outcome is most uncertain: largest predictive sd of log y; NSL-PFN's acquisition).
@@ -22,16 +26,21 @@ Suites:
 
 - ``chinchilla``: Epoch AI's Chinchilla runs; pool = runs below 1e21 FLOP, start = the 8 cheapest, acquire 12
   (20 runs at the end), target = the 23 runs at or above 1e21 FLOP; law ``chinchilla``; cost 6ND.
+- ``sim``: the Chinchilla design with losses simulated from Hoffmann et al.'s law (1% noise), in ``--worlds`` noise
+  draws; the error is against the noise-free law and pooled over the worlds (the law is right by construction: this
+  is where the acquisition is tuned and where its efficiency can be seen apart from misspecification).
 - ``ic``: curves of the revisiting benchmark's IC domain with NSL-PFN's protocol: pool = the fit split, start =
   the 4 smallest x, acquire 5 (9 at the end), target = the held-out split (largest x); law ``M2``; cost x.
 
 Goal: the accuracy the best baseline has after the protocol's acquisitions (its RMSLE then: the threshold) reached
 by ``ours`` with at most half the compute that the best baseline needs to first reach it. A fixed number of runs
 would favour strategies that buy expensive runs, so every strategy that has not reached the threshold keeps
-acquiring (up to a cap: 30 runs for Chinchilla, 12 for IC) while its compute is still below the best baseline's
-compute-to-reach; "compute to reach" is the compute spent when the RMSLE first falls to the threshold.
+acquiring (up to a cap: 60 runs for Chinchilla, 120 in the simulated worlds, 12 for IC) while its compute is still
+below the best baseline's compute-to-reach; "compute to reach" is the compute spent when the RMSLE first falls to the
+threshold. ``--feasibility N`` fits N random designs of the real Chinchilla pool: how reachable the threshold is at
+half the compute by any choice of runs.
 
-Run: ``python -m benchmarks.active_learning [--suites chinchilla,ic] [--curves 8] [--draws 300]``.
+Run: ``python -m benchmarks.active_learning [--suites chinchilla,sim,ic] [--worlds 16] [--curves 8] [--draws 300]``.
 """
 
 from __future__ import annotations
@@ -376,7 +385,7 @@ def _sim_setup(world: int) -> dict:
 
 
 def _sim_replay(st: dict, strategy: str, world: int, draws: int, cap: float | None) -> list[dict]:
-    """Baselines: the protocol's 12 acquisitions. Ours (``cap`` given): up to 120 runs while its compute is below
+    """Baselines: the protocol's 12 acquisitions. Ours (``cap`` given): up to ``max_acquire`` runs while its compute is below
     ``cap`` (the most any baseline spent in this world), so that every strategy's curve reaches as far."""
     pool, start = st["pool"], st["start"]
     grid = np.geomspace(pool.loc[start, "cost"].max(), pool["cost"].max(), st["n_acquire"] + 1)[1:]
@@ -402,7 +411,33 @@ def suite_sim(draws: int, worlds: int, log, ours=SIM_OURS) -> dict:
                 f"{traces[strat][-1]['compute']:.3g} after {traces[strat][-1]['n']} runs ({time.perf_counter() - t0:.0f} s)")
         per_world.append(traces)
     return {"worlds": per_world, "summary": _sim_summary(per_world), "law": "chinchilla", "true_law": SIM_LAW,
-            "noise": SIM_NOISE, "start": 8, "acquire": 12, "max_acquire": 30, "cost": "6ND"}
+            "noise": SIM_NOISE, "start": 8, "acquire": 12, "max_acquire": 120, "cost": "6ND"}
+
+
+def _starts_setup(k: int) -> dict:
+    """Start set ``k`` of the real Chinchilla pool: 8 runs drawn (seed k) from its 20 cheapest."""
+    st = _chinchilla_setup()
+    cheap = st["pool"]["cost"].nsmallest(20).index.to_numpy()
+    st["start"] = sorted(int(i) for i in np.random.default_rng(k).choice(cheap, size=8, replace=False))
+    return st
+
+
+def suite_starts(draws: int, starts: int, log, ours=("ours",)) -> dict:
+    """The real Chinchilla replay from several start sets, pooled like the simulated worlds: one real pool has one
+    noise draw and one misspecification, so only the path's luck is averaged out."""
+    per_world = []
+    for w in range(starts):
+        st = _starts_setup(w)
+        traces = {}
+        for strat in (*BASELINES, *ours):
+            t0 = time.perf_counter()
+            cap = None if strat in BASELINES else max(t[-1]["compute"] for k, t in traces.items() if k in BASELINES)
+            traces[strat] = _sim_replay(st, strat, w, draws, cap)
+            log(f"start set {w} {strat}: RMSLE {traces[strat][-1]['rmsle']:.4f} at compute "
+                f"{traces[strat][-1]['compute']:.3g} after {traces[strat][-1]['n']} runs ({time.perf_counter() - t0:.0f} s)")
+        per_world.append(traces)
+    return {"worlds": per_world, "summary": _sim_summary(per_world), "law": "chinchilla", "start": 8,
+            "acquire": 12, "max_acquire": 60, "cost": "6ND"}
 
 
 def _held(steps: list[dict], cgrid: np.ndarray, key: str = "rmsle") -> np.ndarray:
@@ -505,7 +540,7 @@ def _plot(result: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    suites = [s for s in ("chinchilla", "sim", "ic") if s in result["suites"]]
+    suites = [s for s in ("chinchilla", "starts", "sim", "ic") if s in result["suites"]]
     if "sim" in suites:
         suites.insert(suites.index("sim") + 1, "sim_sd")
     fig, axes = plt.subplots(1, len(suites), figsize=(6.2 * len(suites), 4.2), squeeze=False)
@@ -525,14 +560,15 @@ def _plot(result: dict, path) -> None:
             ax.set_ylabel("posterior sd of log loss at the targets (rms over worlds)")
             ax.legend(fontsize=7)
             continue
-        if name == "sim":
+        if name in ("sim", "starts"):
             sm = r["summary"]
             for strat, cv in sm["curves"].items():
                 ax.step(sm["curve_grid"], cv, where="post", color=colors[strat], lw=2 if strat in OURS else 1,
                         label=strat)
             ax.axhline(sm["levels"]["threshold"]["rmsle"], color="k", ls=":", lw=1,
                        label="threshold (best baseline after 12)")
-            ax.set_title(f"Chinchilla design, simulated ({sm['worlds']} worlds): error vs the true curve (rms)",
+            ax.set_title(f"Chinchilla design, simulated ({sm['worlds']} worlds): error vs the true curve (rms)"
+                         if name == "sim" else f"Chinchilla (real) from {sm['worlds']} start sets: RMSLE (rms)",
                          fontsize=9)
             ax.set_xlabel("compute spent on pilot runs (FLOP)")
         elif name == "chinchilla":
@@ -567,6 +603,49 @@ def _plot(result: dict, path) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def feasibility(n_designs: int, draws: int, seed: int = 0, log=print) -> dict:
+    """How reachable the real Chinchilla threshold is for *any* choice of runs: random designs (the 8-run start plus
+    pool runs in random order while the total stays under a log-uniform budget up to the best baseline's compute to
+    reach the threshold), each fitted like the replay's fits and scored at the targets."""
+    st = _chinchilla_setup()
+    pool, start = st["pool"], st["start"]
+    rng = np.random.default_rng(seed)
+    base = float(pool.loc[start, "cost"].sum())
+    rows = []
+    t0 = time.perf_counter()
+    for i in range(n_designs):
+        cap = float(np.exp(rng.uniform(np.log(2 * base), np.log(2.67e21))))
+        chosen, total = list(start), base
+        for j in rng.permutation([k for k in pool.index if k not in start]):
+            if total + pool.loc[j, "cost"] <= cap:
+                chosen.append(int(j))
+                total += float(pool.loc[j, "cost"])
+        fit = _fit(pool.loc[chosen], "chinchilla", {"N": "N", "D": "D"}, draws, seed + i)
+        err, lpd, sd, _ = _score(fit, st["target"], st["y_true"], seed)
+        rows.append({"compute": total, "runs": len(chosen), "rmsle": err, "lpd": lpd, "sd": sd})
+        if (i + 1) % 50 == 0:
+            log(f"feasibility: {i + 1} designs ({time.perf_counter() - t0:.0f} s)")
+    return {"designs": rows, "seed": seed, "draws": draws}
+
+
+def _feasibility_note(suite: dict) -> str:
+    fz = suite.get("feasibility")
+    if not fz:
+        return ""
+    g = suite["goal"]
+    thr, reach = g["threshold_rmsle"], g["compute_to_reach"][g["best_baseline"]]
+    d = pd.DataFrame(fz["designs"])
+    half = d[d["compute"] <= 0.5 * reach]
+    rest = d[d["compute"] > 0.5 * reach]
+    q = half["rmsle"].quantile([0.05, 0.5]) if len(half) else pd.Series([np.nan, np.nan])
+    return (f"Is the threshold reachable at half the compute by any choice of runs? {len(d)} random designs (the start "
+            f"plus pool runs in random order under a log-uniform budget; `python -m benchmarks.active_learning "
+            f"--feasibility {len(d)}`): of the {len(half)} that spend at most half of {g['best_baseline']}'s "
+            f"{reach:.3g} FLOP, {int((half['rmsle'] <= thr).sum())} reach RMSLE {thr:.4f} (5th percentile "
+            f"{q.iloc[0]:.4f}, median {q.iloc[1]:.4f}); of the {len(rest)} that spend more, "
+            f"{int((rest['rmsle'] <= thr).sum())} do.")
 
 
 def _residual_check(draws: int = 300) -> dict:
@@ -646,6 +725,10 @@ def _markdown(result: dict) -> str:
                       f"({v['best_baseline']}) with {v['compute_to_reach'][v['best_baseline']]:.3g}: ratio "
                       f"{v['ratio_goal']:.3g} -> **{'met' if v['met_goal'] else 'not met'}** at that level.", ""]
         lines += [_picks_note(result["suites"][key]), ""]
+        if result["suites"][key].get("feasibility"):
+            lines += [_feasibility_note(result["suites"][key]), ""]
+    if "starts" in result["suites"]:
+        lines += _sim_markdown(result["suites"]["starts"], real=True)
     if "sim" in result["suites"]:
         lines += _sim_markdown(result["suites"]["sim"])
     if "ic" in result["suites"]:
@@ -721,6 +804,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--goal-level", type=float,
                     help="only: replay ours_goal told to reach this fraction of the starting RMSLE, in every saved "
                          "suite (replacing its ours_goal traces), then redo the table")
+    ap.add_argument("--feasibility", type=int, help="only: fit this many random designs of the real Chinchilla pool "
+                                                    "(how reachable the threshold is at half the compute), then redo the table")
     ap.add_argument("--add", help="only: replay this extra strategy (e.g. ours_cool) in every saved suite, then redo "
                                    "the table")
     args = ap.parse_args(argv)
@@ -753,6 +838,14 @@ def main(argv=None) -> dict:
             __import__("sys").argv[1:] if argv is None else argv))
         path.write_text(json.dumps(result, indent=1, default=float))
         args.table = True
+    if args.feasibility:
+        path = OUT / "active_learning.json"
+        result = json.loads(path.read_text())
+        result["suites"]["chinchilla"]["feasibility"] = feasibility(args.feasibility, args.draws)
+        result.setdefault("runs", [result["command"]]).append("python -m benchmarks.active_learning " + " ".join(
+            __import__("sys").argv[1:] if argv is None else argv))
+        path.write_text(json.dumps(result, indent=1, default=float))
+        args.table = True
     if args.goal_level:
         path = OUT / "active_learning.json"
         result = json.loads(path.read_text())
@@ -780,8 +873,9 @@ def main(argv=None) -> dict:
         result = json.loads(path.read_text())
         if "chinchilla" in result["suites"]:
             result["suites"]["chinchilla"]["goal"] = _goal(result["suites"]["chinchilla"]["traces"], 12)
-        if "sim" in result["suites"]:
-            result["suites"]["sim"]["summary"] = _sim_summary(result["suites"]["sim"]["worlds"])
+        for key in ("sim", "starts"):
+            if key in result["suites"]:
+                result["suites"][key]["summary"] = _sim_summary(result["suites"][key]["worlds"])
         if "chinchilla" in result["suites"] and "residuals" not in result["suites"]["chinchilla"]:
             result["suites"]["chinchilla"]["residuals"] = _residual_check(result.get("draws", 300))
         if "ic" in result["suites"]:
@@ -827,6 +921,8 @@ def main(argv=None) -> dict:
             result["suites"]["chinchilla"] = suite_chinchilla(args.draws, args.seeds, log)
         elif name == "sim":
             result["suites"]["sim"] = suite_sim(args.draws, args.worlds, log)
+        elif name == "starts":
+            result["suites"]["starts"] = suite_starts(args.draws, args.worlds, log)
         elif name == "ic":
             result["suites"]["ic"] = suite_ic(args.draws, max(1, args.seeds - 1), args.curves, log)
         else:
@@ -890,16 +986,53 @@ def _reading(result: dict) -> list[str]:
                 "extending the range toward the targets count more; the runs bought are small, so it found almost none "
                 "and did not help. `ours_tau` takes the domain's tau from leave-future-out on the whole pool (the fit "
                 "split, never the targets; 0.13 per decade, as in the extrapolation section): it buys the largest pool "
-                "run early but also keeps buying small ones, and ends no better. On the IC curves (8) the "
-                "per-cost choice is as cheap as the best baseline at the looser levels (median ratios near 1) and "
-                "does not reach the strict threshold on most curves.")
+                "run early but also keeps buying small ones, and ends no better.")
+        if "starts" in result["suites"]:
+            sm = result["suites"]["starts"]["summary"]
+            lv = sm["levels"]
+            out.append(
+                f"From {sm['worlds']} start sets (pooled, so that one path's luck does not decide) the picture holds: "
+                f"`ours` ends at RMSLE {sm['final'].get('ours', float('nan')):.4f} after "
+                f"{sm['runs_at_end'].get('ours', float('nan')):.0f} runs, the grid at {sm['final']['grid']:.4f} "
+                f"after 20; `ours` matches the best baseline only at the loosest level "
+                f"({lv['0.5']['ratio'].get('ours', float('nan')):.2f}x). On the real runs a log-uniform spread of "
+                "costs is the better choice with this law.")
+        if "feasibility" in result["suites"].get("chinchilla", {}):
+            out.append("The single-path threshold itself is luck: see the random designs above.")
+    if "ic" in result["suites"]:
+        cv = list(result["suites"]["ic"]["curves"].values())
+        med = [float(np.median([v["goal"]["levels"][k]["ratios"].get("ours", np.inf) for v in cv]))
+               for k in cv[0]["goal"]["levels"]]
+        reached = sum(np.isfinite(v["goal"]["ratios"].get("ours", np.inf)) for v in cv)
+        out.append(f"On the IC curves ({len(cv)}) the per-cost choice needs " + "/".join(f"{m:.2f}" for m in med)
+                   + f"x the best baseline's compute at the looser levels (median over curves) and reaches the "
+                   f"strict threshold on {reached} of {len(cv)} curves.")
     return [" ".join(out), ""] if out else []
 
 
-def _sim_markdown(r: dict) -> list[str]:
+def _sim_markdown(r: dict, real: bool = False) -> list[str]:
     sm = r["summary"]
     lv = sm["levels"]
     ours = [o for o in OURS if o in sm["curves"]]
+    if real:
+        lines = [f"### Chinchilla (real runs) from {sm['worlds']} start sets", "",
+                 f"The same real replay from {sm['worlds']} start sets (8 runs drawn from the pool's 20 cheapest, seeds "
+                 f"0-{sm['worlds'] - 1}; `--suites starts --worlds {sm['worlds']}`); baselines +12 runs, ours up to 60 "
+                 "while below the most any baseline spent from that start. RMSLE at the 23 real target runs, pooled "
+                 "over the start sets (root mean square) at each compute, as for the simulated worlds below.", "",
+                 "| strategy | error after 12 runs | mean compute after 12 | runs at the end | error at the end | "
+                 + " | ".join(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items()) + " |",
+                 "|---|---|---|---|---|" + "---|" * len(lv)]
+        for s_ in sm["curves"]:
+            lines.append(f"| {s_} | {sm['error_after_n'][s_]:.4f} | {sm['compute_after_n'][s_]:.3g} | "
+                         f"{sm['runs_at_end'][s_]:.0f} | {sm['final'][s_]:.4f} | "
+                         + " | ".join(f"{v['compute_to_reach'][s_]:.3g}" for v in lv.values()) + " |")
+        lines += ["", "Ours / best baseline (pooled curves; goal <= 0.5), and in how many start sets ours needed at most "
+                  "half the best baseline's compute: " + "; ".join(
+                      f"{k} ({v['rmsle']:.4f}, best {v['best_baseline']}): " + ", ".join(
+                          f"{o} {v['ratio'][o]:.3g} ({v['per_world_met'][o]}/{sm['worlds']})" for o in ours)
+                      for k, v in lv.items()) + ".", ""]
+        return lines
     p = r["true_law"]
     lines = [f"### Chinchilla design, simulated losses ({sm['worlds']} worlds)", "",
              f"The real pool's (N, D) and costs, y = {p['E']} + {p['A']}/N^{p['alpha']} + {p['B']}/D^{p['beta']} "
@@ -942,6 +1075,12 @@ def _verdict(result: dict) -> str:
     if "sim" in result["suites"]:
         sm = result["suites"]["sim"]["summary"]
         verdict.append(f"Simulated worlds ({sm['worlds']}): " + "; ".join(
+            f"{k} {v['rmsle']:.4f}: " + ", ".join(f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}"
+                                                  for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute"
+            for k, v in sm["levels"].items()) + ".")
+    if "starts" in result["suites"]:
+        sm = result["suites"]["starts"]["summary"]
+        verdict.append(f"Real Chinchilla from {sm['worlds']} start sets: " + "; ".join(
             f"{k} {v['rmsle']:.4f}: " + ", ".join(f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}"
                                                   for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute"
             for k, v in sm["levels"].items()) + ".")
