@@ -203,6 +203,9 @@ def cmd_next_runs(args) -> int:
     from bayescale.next_runs import candidate_grid, next_runs
 
     law = bs.get_law(args.law)
+    if args.horizon is not None and not (args.horizon > 0 and args.horizon < float("inf")):
+        raise BayescaleError(f"--horizon must be a positive number (compute you expect to spend on pilot runs), got "
+                             f"{args.horizon}")
     if bool(args.candidates) == bool(args.grid):
         raise BayescaleError("give the candidate runs either as --candidates FILE (CSV/Parquet) or as --grid "
                              "N=1e8:1e10:5 --grid D=1e9:1e11:5 (one per input)")

@@ -210,6 +210,10 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
                "--quiet", "--outcomes", "8", "--horizon", "1e21", "--out", str(out)])
     ranked = pd.read_csv(out)
     assert rc == 0 and ranked["plan_reduction"].notna().any() and ranked["chosen"].sum() == 1
+    capsys.readouterr()
+    rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
+               "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--horizon", "-1"])
+    assert rc == 2 and "--horizon" in capsys.readouterr().err
     rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
                "--chains", "2", "--warmup", "300", "--samples", "300", "--quiet"])
     assert rc == 2 and "--candidates" in capsys.readouterr().err
