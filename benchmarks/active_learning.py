@@ -286,12 +286,12 @@ def run_suite(pool, start, n_acquire, max_acquire, target, y_true, target_q, law
     return traces, thr
 
 
-def _chinchilla_setup():
+def _chinchilla_setup(min_tokens_per_param: float = 0.0):
     import bayescale as bs
 
     runs = bs.datasets.chinchilla().rename(columns={"loss": "y"})
     runs["cost"] = runs["C"]
-    pool = runs[runs["C"] < 1e21].reset_index(drop=True)
+    pool = runs[(runs["C"] < 1e21) & (runs["D"] >= min_tokens_per_param * runs["N"])].reset_index(drop=True)
     target = runs[runs["C"] >= 1e21].reset_index(drop=True)
     return dict(pool=pool, start=list(pool["cost"].nsmallest(8).index), n_acquire=12, max_acquire=60,
                 target=target[["N", "D"]], y_true=target["y"].to_numpy(), target_q=target[["N", "D"]],
@@ -414,20 +414,21 @@ def suite_sim(draws: int, worlds: int, log, ours=SIM_OURS) -> dict:
             "noise": SIM_NOISE, "start": 8, "acquire": 12, "max_acquire": 120, "cost": "6ND"}
 
 
-def _starts_setup(k: int) -> dict:
+def _starts_setup(k: int, min_tokens_per_param: float = 0.0) -> dict:
     """Start set ``k`` of the real Chinchilla pool: 8 runs drawn (seed k) from its 20 cheapest."""
-    st = _chinchilla_setup()
+    st = _chinchilla_setup(min_tokens_per_param)
     cheap = st["pool"]["cost"].nsmallest(20).index.to_numpy()
     st["start"] = sorted(int(i) for i in np.random.default_rng(k).choice(cheap, size=8, replace=False))
     return st
 
 
-def suite_starts(draws: int, starts: int, log, ours=("ours",)) -> dict:
+def suite_starts(draws: int, starts: int, log, ours=("ours",), min_tokens_per_param: float = 0.0) -> dict:
     """The real Chinchilla replay from several start sets, pooled like the simulated worlds: one real pool has one
-    noise draw and one misspecification, so only the path's luck is averaged out."""
+    noise draw and one misspecification, so only the path's luck is averaged out. ``min_tokens_per_param``: the
+    pool (every strategy's candidates and the start) restricted to D/N at least that."""
     per_world = []
     for w in range(starts):
-        st = _starts_setup(w)
+        st = _starts_setup(w, min_tokens_per_param)
         traces = {}
         for strat in (*BASELINES, *ours):
             t0 = time.perf_counter()
@@ -437,7 +438,8 @@ def suite_starts(draws: int, starts: int, log, ours=("ours",)) -> dict:
                 f"{traces[strat][-1]['compute']:.3g} after {traces[strat][-1]['n']} runs ({time.perf_counter() - t0:.0f} s)")
         per_world.append(traces)
     return {"worlds": per_world, "summary": _sim_summary(per_world), "law": "chinchilla", "start": 8,
-            "acquire": 12, "max_acquire": 60, "cost": "6ND"}
+            "acquire": 12, "max_acquire": 60, "cost": "6ND", "min_tokens_per_param": min_tokens_per_param,
+            "pool": len(st["pool"])}
 
 
 def _held(steps: list[dict], cgrid: np.ndarray, key: str = "rmsle") -> np.ndarray:
@@ -540,13 +542,18 @@ def _plot(result: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    suites = [s for s in ("chinchilla", "starts", "sim", "ic") if s in result["suites"]]
+    suites = [s for s in ("chinchilla", "starts", "starts_dn1", "sim", "ic") if s in result["suites"]]
     if "sim" in suites:
         suites.insert(suites.index("sim") + 1, "sim_sd")
-    fig, axes = plt.subplots(1, len(suites), figsize=(6.2 * len(suites), 4.2), squeeze=False)
-    colors = {"ours": "C3", "ours_goal": "C4", "ours_cool": "C5", "ours_plan": "C6", "ours_cal": "C8", "ours_tau": "C9", "random": "0.5", "cheapest": "C0",
+    ncol = min(3, len(suites))
+    nrow = -(-len(suites) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 4.2 * nrow), squeeze=False)
+    for ax in axes.ravel()[len(suites):]:
+        ax.set_visible(False)
+    colors = {"ours": "C3", "ours_goal": "C4", "ours_cool": "C5", "ours_plan": "C6", "ours_cal": "C8", "ours_tau": "C9",
+              "random": "0.5", "cheapest": "C0",
               "grid": "C2", "uncertain": "C1"}
-    for ax, name in zip(axes[0], suites):
+    for ax, name in zip(axes.ravel(), suites):
         r = result["suites"][name.replace("_sd", "")]
         if name == "sim_sd":
             sm = r["summary"]
@@ -560,7 +567,7 @@ def _plot(result: dict, path) -> None:
             ax.set_ylabel("posterior sd of log loss at the targets (rms over worlds)")
             ax.legend(fontsize=7)
             continue
-        if name in ("sim", "starts"):
+        if name in ("sim", "starts", "starts_dn1"):
             sm = r["summary"]
             for strat, cv in sm["curves"].items():
                 ax.step(sm["curve_grid"], cv, where="post", color=colors[strat], lw=2 if strat in OURS else 1,
@@ -568,7 +575,8 @@ def _plot(result: dict, path) -> None:
             ax.axhline(sm["levels"]["threshold"]["rmsle"], color="k", ls=":", lw=1,
                        label="threshold (best baseline after 12)")
             ax.set_title(f"Chinchilla design, simulated ({sm['worlds']} worlds): error vs the true curve (rms)"
-                         if name == "sim" else f"Chinchilla (real) from {sm['worlds']} start sets: RMSLE (rms)",
+                         if name == "sim" else f"Chinchilla (real{', D/N >= 1' if name.endswith('dn1') else ''}) from "
+                         f"{sm['worlds']} start sets: RMSLE (rms)",
                          fontsize=9)
             ax.set_xlabel("compute spent on pilot runs (FLOP)")
         elif name == "chinchilla":
@@ -727,8 +735,9 @@ def _markdown(result: dict) -> str:
         lines += [_picks_note(result["suites"][key]), ""]
         if result["suites"][key].get("feasibility"):
             lines += [_feasibility_note(result["suites"][key]), ""]
-    if "starts" in result["suites"]:
-        lines += _sim_markdown(result["suites"]["starts"], real=True)
+    for key in ("starts", "starts_dn1"):
+        if key in result["suites"]:
+            lines += _sim_markdown(result["suites"][key], real=True)
     if "sim" in result["suites"]:
         lines += _sim_markdown(result["suites"]["sim"])
     if "ic" in result["suites"]:
@@ -873,7 +882,7 @@ def main(argv=None) -> dict:
         result = json.loads(path.read_text())
         if "chinchilla" in result["suites"]:
             result["suites"]["chinchilla"]["goal"] = _goal(result["suites"]["chinchilla"]["traces"], 12)
-        for key in ("sim", "starts"):
+        for key in ("sim", "starts", "starts_dn1"):
             if key in result["suites"]:
                 result["suites"][key]["summary"] = _sim_summary(result["suites"][key]["worlds"])
         if "chinchilla" in result["suites"] and "residuals" not in result["suites"]["chinchilla"]:
@@ -923,6 +932,8 @@ def main(argv=None) -> dict:
             result["suites"]["sim"] = suite_sim(args.draws, args.worlds, log)
         elif name == "starts":
             result["suites"]["starts"] = suite_starts(args.draws, args.worlds, log)
+        elif name == "starts_dn1":
+            result["suites"]["starts_dn1"] = suite_starts(args.draws, args.worlds, log, min_tokens_per_param=1.0)
         elif name == "ic":
             result["suites"]["ic"] = suite_ic(args.draws, max(1, args.seeds - 1), args.curves, log)
         else:
@@ -997,6 +1008,17 @@ def _reading(result: dict) -> list[str]:
                 f"after 20; `ours` matches the best baseline only at the loosest level "
                 f"({lv['0.5']['ratio'].get('ours', float('nan')):.2f}x). On the real runs a log-uniform spread of "
                 "costs is the better choice with this law.")
+        if "starts_dn1" in result["suites"]:
+            sm = result["suites"]["starts_dn1"]["summary"]
+            lv = sm["levels"]
+            out.append(
+                "Restricted to the law's regime (at least one token per parameter, for every strategy and the start; "
+                "the pool's own residuals single out the D/N < 1 runs), `ours` ends at RMSLE "
+                f"{sm['final'].get('ours', float('nan')):.4f} (from {result['suites']['starts']['summary']['final']['ours']:.4f} "
+                f"on the whole pool) and the grid at {sm['final']['grid']:.4f}; `ours` reaches "
+                + (", ".join(f"{v['rmsle']:.4f} with {v['ratio']['ours']:.2f}x the best baseline's compute"
+                             for v in lv.values() if np.isfinite(v["ratio"].get("ours", np.inf))) or "no level")
+                + " and none of the tighter levels within its compute: the gap narrows, the goal is not met.")
         if "feasibility" in result["suites"].get("chinchilla", {}):
             out.append("The single-path threshold itself is luck: see the random designs above.")
     if "ic" in result["suites"]:
@@ -1015,9 +1037,14 @@ def _sim_markdown(r: dict, real: bool = False) -> list[str]:
     lv = sm["levels"]
     ours = [o for o in OURS if o in sm["curves"]]
     if real:
-        lines = [f"### Chinchilla (real runs) from {sm['worlds']} start sets", "",
+        dn = r.get("min_tokens_per_param", 0.0)
+        where = "" if not dn else (f", the pool restricted to runs with at least {dn:g} token per parameter "
+                                   f"({r['pool']} runs: the law's regime, from the pool's own residuals above)")
+        lines = [f"### Chinchilla (real runs) from {sm['worlds']} start sets"
+                 + (f", D/N >= {dn:g}" if dn else ""), "",
                  f"The same real replay from {sm['worlds']} start sets (8 runs drawn from the pool's 20 cheapest, seeds "
-                 f"0-{sm['worlds'] - 1}; `--suites starts --worlds {sm['worlds']}`); baselines +12 runs, ours up to 60 "
+                 f"0-{sm['worlds'] - 1}; `--suites {'starts_dn1' if dn else 'starts'} --worlds {sm['worlds']}`){where}; "
+                 "baselines +12 runs, ours up to 60 "
                  "while below the most any baseline spent from that start. RMSLE at the 23 real target runs, pooled "
                  "over the start sets (root mean square) at each compute, as for the simulated worlds below.", "",
                  "| strategy | error after 12 runs | mean compute after 12 | runs at the end | error at the end | "
@@ -1031,6 +1058,9 @@ def _sim_markdown(r: dict, real: bool = False) -> list[str]:
                   "half the best baseline's compute: " + "; ".join(
                       f"{k} ({v['rmsle']:.4f}, best {v['best_baseline']}): " + ", ".join(
                           f"{o} {v['ratio'][o]:.3g} ({v['per_world_met'][o]}/{sm['worlds']})" for o in ours)
+                      if np.isfinite(v["compute_to_reach"][v["best_baseline"]]) else
+                      f"{k} ({v['rmsle']:.4f}): no baseline reaches it, " + ", ".join(
+                          f"{o} {'does' if np.isfinite(v['compute_to_reach'][o]) else 'does not'}" for o in ours)
                       for k, v in lv.items()) + ".", ""]
         return lines
     p = r["true_law"]
@@ -1078,9 +1108,12 @@ def _verdict(result: dict) -> str:
             f"{k} {v['rmsle']:.4f}: " + ", ".join(f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}"
                                                   for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute"
             for k, v in sm["levels"].items()) + ".")
-    if "starts" in result["suites"]:
-        sm = result["suites"]["starts"]["summary"]
-        verdict.append(f"Real Chinchilla from {sm['worlds']} start sets: " + "; ".join(
+    for key in ("starts", "starts_dn1"):
+        if key not in result["suites"]:
+            continue
+        sm = result["suites"][key]["summary"]
+        verdict.append(f"Real Chinchilla{' (D/N >= 1)' if key.endswith('dn1') else ''} from {sm['worlds']} start "
+                       "sets: " + "; ".join(
             f"{k} {v['rmsle']:.4f}: " + ", ".join(f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}"
                                                   for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute"
             for k, v in sm["levels"].items()) + ".")
