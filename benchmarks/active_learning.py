@@ -398,9 +398,9 @@ def _sim_replay(st: dict, strategy: str, world: int, draws: int, cap: float | No
     return r.steps
 
 
-def suite_sim(draws: int, worlds: int, log, ours=SIM_OURS) -> dict:
+def suite_sim(draws: int, worlds: int, log, ours=SIM_OURS, first: int = 0) -> dict:
     per_world = []
-    for w in range(worlds):
+    for w in range(first, first + worlds):
         st = _sim_setup(w)
         traces = {}
         for strat in (*BASELINES, *ours):
@@ -805,6 +805,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--seeds", type=int, default=3, help="random-strategy seeds")
     ap.add_argument("--worlds", type=int, default=4, help="simulated worlds (noise seeds) of the sim suite")
+    ap.add_argument("--more-worlds", type=int, help="only: add this many simulated worlds (the next noise seeds) to the "
+                                                     "saved sim suite, then redo the table")
     ap.add_argument("--screenshot", action="store_true",
                     help="only: write a risk report, check it in headless Chromium, save the screenshot, and redo the "
                          "RESULTS.md section from the saved JSON")
@@ -843,6 +845,16 @@ def main(argv=None) -> dict:
                 v["traces"][args.add] = [steps]
                 print(f"ic {c} {args.add}: RMSLE {steps[-1]['rmsle']:.4f} at {steps[-1]['compute']:.3g}", flush=True)
                 path.write_text(json.dumps(result, indent=1, default=float))
+        result.setdefault("runs", [result["command"]]).append("python -m benchmarks.active_learning " + " ".join(
+            __import__("sys").argv[1:] if argv is None else argv))
+        path.write_text(json.dumps(result, indent=1, default=float))
+        args.table = True
+    if args.more_worlds:
+        path = OUT / "active_learning.json"
+        result = json.loads(path.read_text())
+        sim = result["suites"]["sim"]
+        ours = tuple(o for o in OURS if o in sim["worlds"][0])
+        sim["worlds"] += suite_sim(args.draws, args.more_worlds, print, ours=ours, first=len(sim["worlds"]))["worlds"]
         result.setdefault("runs", [result["command"]]).append("python -m benchmarks.active_learning " + " ".join(
             __import__("sys").argv[1:] if argv is None else argv))
         path.write_text(json.dumps(result, indent=1, default=float))
