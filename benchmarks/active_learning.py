@@ -993,8 +993,10 @@ def _reading(result: dict) -> list[str]:
             f"{sm['runs_at_end'].get('ours', float('nan')):.0f} runs at the end against 20; where each run has a fixed "
             "overhead, put it in the cost (`cost=` a function of the inputs, or a cost column). `ours_plan` "
             "(`next_runs(horizon=...)`, the compute spent so far: whole plans compared, a big run against many small "
-            "ones) narrows the sd as fast as `ours` but its error fell no faster (" + ", ".join(
-                f"{v['ratio'].get('ours_plan', float('nan')):.2f}x" for v in lv.values()) + " at the four levels).")
+            "ones) narrows the sd about as fast as `ours`; at the four error levels it needs " + ", ".join(
+                f"{v['ratio'].get('ours_plan', float('nan')):.2f}x" for v in lv.values()) + " (ours: " + ", ".join(
+                f"{v['ratio'].get('ours', float('nan')):.2f}x" for v in lv.values()) + "): neither is better at "
+            "every level.")
     if "chinchilla" in result["suites"]:
         tr = result["suites"]["chinchilla"]["traces"].get("ours", [[]])[0]
         if tr:
