@@ -141,12 +141,10 @@ def _pool_tau(pool: pd.DataFrame, law: str, inputs: list) -> float:
     targets. What a user would know about the domain's extrapolation error from earlier runs of that kind."""
     key = (law, int(pd.util.hash_pandas_object(pool[inputs + ["y"]], index=False).sum()))
     if key not in _TAU:
-        import bayescale as bs
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             f = _fit(pool, law, {c: c for c in inputs}, 300, 0)
-            _TAU[key] = bs.Fit.calibrate(f, seed=0, chains=2, warmup=300, samples=300, progress=False).discrepancy
+            _TAU[key] = f.calibrate(seed=0, chains=2, warmup=300, samples=300, progress=False).discrepancy
     return _TAU[key]
 
 
@@ -560,7 +558,7 @@ def _plot(result: dict, path) -> None:
             for strat, cv in sm["sd_curves"].items():
                 ax.step(sm["curve_grid"], cv, where="post", color=colors[strat], lw=2 if strat in OURS else 1,
                         label=f"{strat} (mean z^2 {sm['z2'][strat]:.2f})")
-            ax.set_title(f"Same worlds: posterior sd of the log target (what the acquisition narrows)", fontsize=9)
+            ax.set_title("Same worlds: posterior sd of the log target (what the acquisition narrows)", fontsize=9)
             ax.set_xlabel("compute spent on pilot runs (FLOP)")
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -1046,10 +1044,30 @@ def _reading(result: dict) -> list[str]:
     return [" ".join(out), ""] if out else []
 
 
-def _sim_markdown(r: dict, real: bool = False) -> list[str]:
-    sm = r["summary"]
+def _error_table(sm: dict, unit: str) -> list[str]:
+    """The pooled-error table of a many-world summary and ours / the best baseline at each level."""
     lv = sm["levels"]
     ours = [o for o in OURS if o in sm["curves"]]
+    lines = ["| strategy | error after 12 runs | mean compute after 12 | runs at the end | error at the end | "
+             + " | ".join(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items()) + " |",
+             "|---|---|---|---|---|" + "---|" * len(lv)]
+    for s_ in sm["curves"]:
+        lines.append(f"| {s_} | {sm['error_after_n'][s_]:.4f} | {sm['compute_after_n'][s_]:.3g} | "
+                     f"{sm['runs_at_end'][s_]:.0f} | {sm['final'][s_]:.4f} | "
+                     + " | ".join(f"{v['compute_to_reach'][s_]:.3g}" for v in lv.values()) + " |")
+    lines += ["", f"Ours / best baseline (compute to reach, pooled curves; goal <= 0.5), and in how many {unit} ours "
+              "needed at most half the best baseline's compute: " + "; ".join(
+                  f"{k} ({v['rmsle']:.4f}, best {v['best_baseline']}): " + ", ".join(
+                      f"{o} {v['ratio'][o]:.3g} ({v['per_world_met'][o]}/{sm['worlds']} {unit})" for o in ours)
+                  if np.isfinite(v["compute_to_reach"][v["best_baseline"]]) else
+                  f"{k} ({v['rmsle']:.4f}): no baseline reaches it, " + ", ".join(
+                      f"{o} {'does' if np.isfinite(v['compute_to_reach'][o]) else 'does not'}" for o in ours)
+                  for k, v in lv.items()) + ".", ""]
+    return lines
+
+
+def _sim_markdown(r: dict, real: bool = False) -> list[str]:
+    sm = r["summary"]
     if real:
         dn = r.get("min_tokens_per_param", 0.0)
         where = "" if not dn else (f", the pool restricted to runs with at least {dn:g} token per parameter "
@@ -1060,23 +1078,8 @@ def _sim_markdown(r: dict, real: bool = False) -> list[str]:
                  f"0-{sm['worlds'] - 1}; `--suites {'starts_dn1' if dn else 'starts'} --worlds {sm['worlds']}`){where}; "
                  "baselines +12 runs, ours up to 60 "
                  "while below the most any baseline spent from that start. RMSLE at the 23 real target runs, pooled "
-                 "over the start sets (root mean square) at each compute, as for the simulated worlds below.", "",
-                 "| strategy | error after 12 runs | mean compute after 12 | runs at the end | error at the end | "
-                 + " | ".join(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items()) + " |",
-                 "|---|---|---|---|---|" + "---|" * len(lv)]
-        for s_ in sm["curves"]:
-            lines.append(f"| {s_} | {sm['error_after_n'][s_]:.4f} | {sm['compute_after_n'][s_]:.3g} | "
-                         f"{sm['runs_at_end'][s_]:.0f} | {sm['final'][s_]:.4f} | "
-                         + " | ".join(f"{v['compute_to_reach'][s_]:.3g}" for v in lv.values()) + " |")
-        lines += ["", "Ours / best baseline (pooled curves; goal <= 0.5), and in how many start sets ours needed at most "
-                  "half the best baseline's compute: " + "; ".join(
-                      f"{k} ({v['rmsle']:.4f}, best {v['best_baseline']}): " + ", ".join(
-                          f"{o} {v['ratio'][o]:.3g} ({v['per_world_met'][o]}/{sm['worlds']})" for o in ours)
-                      if np.isfinite(v["compute_to_reach"][v["best_baseline"]]) else
-                      f"{k} ({v['rmsle']:.4f}): no baseline reaches it, " + ", ".join(
-                          f"{o} {'does' if np.isfinite(v['compute_to_reach'][o]) else 'does not'}" for o in ours)
-                      for k, v in lv.items()) + ".", ""]
-        return lines
+                 "over the start sets (root mean square) at each compute, as for the simulated worlds below.", ""]
+        return lines + _error_table(sm, "start sets")
     p = r["true_law"]
     lines = [f"### Chinchilla design, simulated losses ({sm['worlds']} worlds)", "",
              f"The real pool's (N, D) and costs, y = {p['E']} + {p['A']}/N^{p['alpha']} + {p['B']}/D^{p['beta']} "
@@ -1086,19 +1089,8 @@ def _sim_markdown(r: dict, real: bool = False) -> list[str]:
              "(the error of the predicted loss curve; one run's noise does not set a floor), pooled over the "
              "worlds (root mean square) at each compute (a strategy's error after its last acquisition within that "
              "compute). Threshold = the best baseline's pooled error after 12 runs; compute to reach = where the "
-             "pooled curve first falls to a level.", "",
-             "| strategy | error after 12 runs | mean compute after 12 | runs at the end | error at the end | "
-             + " | ".join(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items()) + " |",
-             "|---|---|---|---|---|" + "---|" * len(lv)]
-    for s_ in sm["curves"]:
-        lines.append(f"| {s_} | {sm['error_after_n'][s_]:.4f} | {sm['compute_after_n'][s_]:.3g} | "
-                     f"{sm['runs_at_end'][s_]:.0f} | {sm['final'][s_]:.4f} | "
-                     + " | ".join(f"{v['compute_to_reach'][s_]:.3g}" for v in lv.values()) + " |")
-    lines += ["", "Ours / best baseline (compute to reach, averaged curves; goal <= 0.5), and in how many single worlds "
-              "ours needed at most half the best baseline's compute: " + "; ".join(
-                  f"{k} ({v['rmsle']:.4f}, best {v['best_baseline']}): " + ", ".join(
-                      f"{o} {v['ratio'][o]:.3g} ({v['per_world_met'][o]}/{sm['worlds']} worlds)" for o in ours)
-                  for k, v in lv.items()) + ".", ""]
+             "pooled curve first falls to a level.", ""]
+    lines += _error_table(sm, "worlds")
     sl = sm["sd_levels"]
     lines += ["The same worlds, measured by the posterior sd of the log target (rms over worlds; the uncertainty the "
               "acquisition narrows, honest when the mean z^2 of the true curve is near 1):", "",
