@@ -116,28 +116,42 @@ class PosteriorDraws:
             start += c.size
         return out
 
-    def sample_draws(self, idx, mu: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """New runs for the draws ``idx`` (R,) given their mean curve ``mu`` (R, P)."""
+    def sample_draws(self, idx, mu: np.ndarray, rng: np.random.Generator, extra=None) -> np.ndarray:
+        """New runs for the draws ``idx`` (R,) given their mean curve ``mu`` (R, P); ``extra`` (P,): an error of
+        each point on top of the noise, relative (ln units), added in quadrature."""
         idx = np.asarray(idx, int)
         out, start = np.empty_like(mu), 0
         for c in self.components:
             sel = (idx >= start) & (idx < start + c.size)
             if sel.any():
-                sig = np.asarray(c.params["sigma"], float)[idx[sel] - start][:, None]
+                sig = _with_extra(c.likelihood, np.asarray(c.params["sigma"], float)[idx[sel] - start][:, None],
+                                  mu[sel], extra)
                 out[sel] = _noise_sample(c.likelihood, mu[sel], sig, c.df, rng)
             start += c.size
         return out
 
-    def logpdf(self, y, mu: np.ndarray) -> np.ndarray:
-        """log p(y | draw) given the draws' mean ``mu`` (S, P); ``y`` broadcasts against ``mu``."""
+    def logpdf(self, y, mu: np.ndarray, extra=None) -> np.ndarray:
+        """log p(y | draw) given the draws' mean ``mu`` (S, P); ``y`` broadcasts against ``mu``; ``extra`` as in
+        :meth:`sample_draws`."""
         out, start = np.empty(np.broadcast_shapes(np.shape(y), mu.shape)), 0
         for c in self.components:
             sl = slice(start, start + c.size)
             sig = np.asarray(c.params["sigma"], float).reshape((-1,) + (1,) * (mu.ndim - 1))
+            sig = _with_extra(c.likelihood, sig, mu[sl], extra)
             yy = y[sl] if np.ndim(y) == mu.ndim and np.shape(y)[0] == mu.shape[0] else y
             out[sl] = _noise_logpdf(c.likelihood, yy, mu[sl], sig, c.df)
             start += c.size
         return out
+
+
+def _with_extra(likelihood, sigma, mu, extra):
+    """Noise scale with a relative extra error (ln units) in quadrature; y units for normal/Student-t noise."""
+    if extra is None:
+        return sigma
+    extra = np.asarray(extra, float)
+    if likelihood == "lognormal":
+        return np.sqrt(sigma**2 + extra**2)
+    return np.sqrt(sigma**2 + (extra * mu) ** 2)
 
 
 def _noise_sample(likelihood, mu, sigma, df, rng):

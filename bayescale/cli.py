@@ -100,19 +100,52 @@ def cmd_fit(args) -> int:
     return 0
 
 
+def _parse_local(value):
+    """``--local``: None, 'auto' or a positive tau (ln units per decade)."""
+    if value is None:
+        return None
+    try:
+        local = "auto" if value.strip().lower() == "auto" else float(value)
+    except ValueError:
+        local = -1.0
+    if local != "auto" and not (0 < local < float("inf")):
+        raise BayescaleError(f"--local must be a positive number (ln-units of error per decade from the target) or "
+                             f"'auto', got {value!r}")
+    return local
+
+
+def _localized(f, local, target, refit: dict):
+    """``f`` refitted locally around ``target`` (``--local``): tau given, or calibrated by leave-future-out."""
+    if local == "auto":
+        f = f.calibrate(**refit)
+        if f.discrepancy <= 0:
+            raise BayescaleError("--local auto: leave-future-out on these runs found no extrapolation error (tau = 0); "
+                                 "give --local TAU, or go without --local")
+    return f.localize(target, tau=None if local == "auto" else local, **refit)
+
+
 def cmd_predict(args) -> int:
     import bayescale as bs
 
     if args.method == "pfn":
+        if args.local is not None:
+            raise BayescaleError("--local refits a NUTS fit; it does not apply to --method pfn")
         return _predict_pfn(args)
+    local = _parse_local(args.local)
     f = bs.load_fit(args.fit)
+    if local is not None:
+        st = f.settings
+        f = _localized(f, local, args.at, {"chains": st.num_chains, "warmup": st.num_warmup,
+                                           "samples": st.num_samples})
     bands = f.predict(args.at, levels=_levels(args.levels), seed=args.seed)
     if args.out:
         bands.to_netcdf(args.out)
     if args.json:
         print(json.dumps(bands.to_json(), indent=2, default=float))
     else:
-        print(f"law {f.law.name} ({f.likelihood} noise); bands for a new run (noise included)")
+        print(f"law {f.law.name} ({f.likelihood} noise); bands for a new run (noise included)"
+              + ("" if f.local is None else f"; fitted locally around these points ({f.local['tau']:.3g} per decade "
+                                            "of distance from them)"))
         _print_table(bands.table(), False)
         if not f.ok:
             print("warning: the fit's diagnostics failed: " + "; ".join(f.warnings))
@@ -206,6 +239,9 @@ def cmd_next_runs(args) -> int:
     if args.horizon is not None and not (args.horizon > 0 and args.horizon < float("inf")):
         raise BayescaleError(f"--horizon must be a positive number (compute you expect to spend on pilot runs), got "
                              f"{args.horizon}")
+    local = _parse_local(args.local)
+    if local is not None and args.target.strip().lower().startswith("compute_optimal"):
+        raise BayescaleError("--local needs a point or curve target (N=...,D=...), not compute_optimal")
     if bool(args.candidates) == bool(args.grid):
         raise BayescaleError("give the candidate runs either as --candidates FILE (CSV/Parquet) or as --grid "
                              "N=1e8:1e10:5 --grid D=1e9:1e11:5 (one per input)")
@@ -215,7 +251,13 @@ def cmd_next_runs(args) -> int:
         cands = read_runs(args.candidates)
     else:
         cands = candidate_grid(**dict(_grid_axis(g) for g in args.grid))
-    f = bs.fit(args.runs, law, **_fit_kwargs(args, law))
+    kw = _fit_kwargs(args, law)
+    f = bs.fit(args.runs, law, **kw)
+    if local is not None:
+        from bayescale.next_runs import parse_target
+
+        f = _localized(f, local, parse_target(args.target, law, f.columns)[1],
+                       {k: kw[k] for k in ("chains", "warmup", "samples", "seed") if k in kw})
     table = next_runs(f, cands, target=args.target, budget=args.budget, k=args.k, cost=args.cost, seed=args.seed,
                       n_outcomes=args.outcomes, target_sd=args.target_sd, horizon=args.horizon)
     if args.out:
@@ -223,6 +265,9 @@ def cmd_next_runs(args) -> int:
     if not args.json:
         print(f"target {args.target}: posterior sd of log {args.y} now {table.attrs['var_before'] ** 0.5:.4g}; "
               f"chosen batch ({int(table['chosen'].sum())} run(s), cost {table.attrs['batch_cost']:.4g}) first")
+        if f.local is not None:
+            print(f"local fit: runs and candidates carry an extra error of {f.local['tau']:.3g} per decade from the "
+                  "target (ln units)")
         with pd.option_context("display.max_rows", args.show):
             _print_table(table.head(args.show), False)
         if "warning" in table.attrs:
@@ -307,6 +352,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", help="(--method pfn) a .npz written by `bayescale pfn train` (default: the bundled one)")
     p.add_argument("--raw", action="store_true", help="(--method pfn) the raw network's predictive, not recalibrated")
     p.add_argument("--at", required=True, help="query points, e.g. N=7e10,D=1.4e12 (';' separates several)")
+    p.add_argument("--local", metavar="TAU", help="refit the law locally around the query points: each fitted run "
+                   "carries an extra error TAU x its distance in decades from them (e.g. 0.1), or 'auto' (TAU by "
+                   "leave-future-out on the runs)")
     p.add_argument("--levels", default="0.5,0.8,0.9,0.95")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--out", help="write the bands as netCDF")
@@ -358,6 +406,9 @@ def parser() -> argparse.ArgumentParser:
                    "the cheapest run expected to get there")
     p.add_argument("--horizon", type=float, help="compute you expect to spend on pilot runs from here on: compare "
                    "whole plans within it (a big run against many small ones) instead of the best single run per unit cost")
+    p.add_argument("--local", metavar="TAU", help="fit the law locally around the target: each run and candidate gets "
+                   "an extra error TAU x its distance in decades from the target (ln units per decade, e.g. 0.1), or "
+                   "'auto': TAU calibrated by leave-future-out on the runs. For laws that hold only near the target")
     p.add_argument("--show", type=int, default=15, help="rows to print")
     p.add_argument("--out", help="write the whole ranking as CSV")
     _add_fit_args(p)

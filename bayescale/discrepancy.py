@@ -14,6 +14,13 @@ data) and ``tau`` in ln-units per decade. ``tau`` is estimated by leave-future-o
 maximise the likelihood of their log errors ``r_i ~ Normal(0, s_i^2 + tau^2 b_i^2)``, where ``s_i`` is the
 refit's own predictive sd of ``ln y``. :func:`calibrate_many` pools the held-out errors of many curves into one
 ``tau`` (one domain), which is steadier than one curve's estimate.
+
+*Local fits* (:meth:`bayescale.Fit.localize`) read the same error the other way round: a run ``d`` decades away
+from the points to predict (:func:`distance_from`) tells about them only up to ``tau * d``, so each run gets that
+extra error (ln units, in quadrature with its noise) and the law is fitted as a local approximation around the
+target. Runs far from the target then count little, which matters when the law holds only near it (e.g.
+Chinchilla approach 3 on runs with fewer tokens than parameters); :func:`bayescale.next_runs` gives candidate runs
+the same extra error.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from scipy.optimize import minimize_scalar
 from bayescale.errors import RunTableError
 from bayescale.runs import distance_beyond
 
-__all__ = ["Calibration", "calibrate", "calibrate_many", "estimate_tau"]
+__all__ = ["Calibration", "calibrate", "calibrate_many", "estimate_tau", "distance_from"]
 
 
 @dataclass
@@ -87,11 +94,7 @@ def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit_kw
         raise RunTableError(
             f"calibrating the extrapolation error holds out the largest {n_out} of {len(runs)} runs, leaving "
             f"{n_distinct} distinct points; law {fit.law.name!r} needs {fit.law.needs_points}. Use a smaller holdout or add runs.")
-    st = fit.settings
-    kw = dict(chains=st.num_chains, warmup=st.num_warmup, samples=st.num_samples, target_accept=st.target_accept,
-              max_tree_depth=st.max_tree_depth, dense_mass=st.dense_mass, n_starts=st.n_starts, opt_steps=st.opt_steps)
-    kw["progress"] = False
-    kw.update(refit_kw)
+    kw = fit._refit_kwargs(refit_kw)
     sub = fit_law(kept, fit.law, y="y", inputs={n: n for n in fit.law.input_names},
                   se="se" if "se" in kept else None, likelihood=fit.likelihood, df=fit.df,
                   seed=fit.seed + 7919 if seed is None else seed, **kw)
@@ -130,6 +133,17 @@ def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int |
         raise ValueError("calibrate_many needs at least one fit")
     table = pd.concat(tables, ignore_index=True)
     return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, subs)
+
+
+def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray:
+    """How far each point of ``frame`` lies from the range of ``targets``: max over inputs, in decades (log inputs)
+    or units (linear inputs); 0 inside the targets' range."""
+    d = np.zeros(len(frame))
+    for inp in law.inputs:
+        f = np.log10 if inp.scale == "log" else np.asarray
+        x, t = f(frame[inp.name].to_numpy(float)), f(targets[inp.name].to_numpy(float))
+        d = np.maximum(d, np.maximum(t.min() - x, 0) + np.maximum(x - t.max(), 0))
+    return d
 
 
 def discrepancy_draws(law, frame, scales, tau: float, n_draws: int, key) -> np.ndarray:

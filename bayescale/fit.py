@@ -76,6 +76,7 @@ class Fit:
         self.settings, self.group, self.map_potential = settings, group, map_potential
         self.discrepancy = float(discrepancy)  # tau: ln-units of extrapolation error per decade beyond the runs
         self.calibration = None
+        self.local = None  # localize(): {"targets": DataFrame (law input names), "tau": float}
         self._diag = None
 
     @property
@@ -211,6 +212,55 @@ class Fit:
         new.calibration = cal
         return new
 
+    def _refit_kwargs(self, over: dict) -> dict:
+        """This fit's sampler settings as :func:`fit` keywords (no progress bar), updated with ``over``."""
+        st = self.settings
+        kw = dict(chains=st.num_chains, warmup=st.num_warmup, samples=st.num_samples, target_accept=st.target_accept,
+                  max_tree_depth=st.max_tree_depth, dense_mass=st.dense_mass, n_starts=st.n_starts,
+                  opt_steps=st.opt_steps, progress=False)
+        kw.update(over)
+        return kw
+
+    def localize(self, target, tau: float | None = None, seed: int | None = None, recalibrate: bool | None = None,
+                 **refit_kw) -> "Fit":
+        """The law refitted as a local approximation around ``target`` (points or a curve, as for :meth:`predict`).
+
+        Each run gets an extra error ``tau * d`` (ln units, in quadrature with its noise), ``d`` its distance in
+        decades from the target points' range (:func:`bayescale.discrepancy.distance_from`): the law's error grows
+        ``tau`` per decade away from where it is used, so runs far from the target count little. ``tau``
+        defaults to this fit's calibrated extrapolation error (:meth:`calibrate`), which the result keeps for
+        predictions beyond its runs (the runs' extra errors are independent, so many far runs would otherwise
+        look more telling than they are). ``recalibrate`` (default: when tau comes from :meth:`calibrate`)
+        re-estimates that extrapolation error by leave-future-out on the local fit itself: its noise scale no longer
+        absorbs the law's misfit far away, so the global fit's tau can be too small for it.
+        :func:`bayescale.next_runs` gives candidates the same extra error. Extra keywords go to the refit.
+        """
+        from bayescale.discrepancy import distance_from
+        from bayescale.errors import BayescaleError
+
+        if recalibrate is None:
+            recalibrate = tau is None and self.calibration is not None
+        tau = self.discrepancy if tau is None else tau
+        if not (np.isfinite(tau) and tau > 0):
+            raise BayescaleError("localize needs tau > 0 (ln-units per decade): calibrate the fit first "
+                                 f"(fit.calibrate()) or pass tau=, got {tau!r}")
+        targets = query_points(self.law, target, self.columns)
+        runs = self.runs.reset_index(drop=True)
+        y = runs["y"].to_numpy(float)
+        extra = float(tau) * distance_from(self.law, runs, targets) * np.abs(y)  # ln units -> y units (se / y)
+        old = runs["se"].to_numpy(float) if "se" in runs else np.zeros(len(runs))
+        kw = self._refit_kwargs(refit_kw)
+        new = fit(runs.assign(se=np.sqrt(old**2 + extra**2)), self.law, y="y",
+                  inputs={n: n for n in self.law.input_names}, se="se", likelihood=self.likelihood, df=self.df,
+                  seed=self.seed if seed is None else seed, **kw)
+        new.columns, new.group, new.discrepancy = dict(self.columns), self.group, self.discrepancy
+        new.local = {"targets": targets[list(self.law.input_names)].reset_index(drop=True), "tau": float(tau)}
+        if recalibrate:
+            recal = new.calibrate(seed=seed, **refit_kw)
+            new = recal.with_discrepancy(max(recal.discrepancy, self.discrepancy))
+            new.calibration = recal.calibration
+        return new
+
     def _mean_draws(self, frame, p, seed, discrepancy):
         from bayescale.discrepancy import discrepancy_draws
 
@@ -279,6 +329,8 @@ class Fit:
             "columns": self.columns, "group": None if self.group is None else str(self.group),
             "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
             "map_potential": self.map_potential, "discrepancy": self.discrepancy,
+            "local": None if self.local is None else {"tau": self.local["tau"],
+                                                      "targets": self.local["targets"].to_dict(orient="list")},
         }
 
     def save(self, path) -> Path:
@@ -308,9 +360,12 @@ def load_fit(path) -> Fit:
     del idata["runs"]
     idata.attrs.pop("bayescale", None)
     s = meta["scales"]
-    return Fit(law, idata, Scales(**s), runs, meta["columns"], meta["likelihood"], meta["df"], meta["seed"],
-               SamplerSettings(**meta["settings"]), group=meta["group"], map_potential=meta.get("map_potential", float("nan")),
-               discrepancy=meta.get("discrepancy", 0.0))
+    out = Fit(law, idata, Scales(**s), runs, meta["columns"], meta["likelihood"], meta["df"], meta["seed"],
+              SamplerSettings(**meta["settings"]), group=meta["group"], map_potential=meta.get("map_potential", float("nan")),
+              discrepancy=meta.get("discrepancy", 0.0))
+    if meta.get("local"):
+        out.local = {"tau": float(meta["local"]["tau"]), "targets": pd.DataFrame(meta["local"]["targets"])}
+    return out
 
 
 def _mean_impl(law, p, t):

@@ -193,7 +193,7 @@ class _Extrapolation:
 
 
 def _greedy(draws, mu, T, costs, steps, budget, J, seed, cost_power, target_sd=None, first_pick=None, plan=False,
-            extrap: _Extrapolation | None = None):
+            extrap: _Extrapolation | None = None, extra=None):
     """Greedy picks on fantasised outcomes: ``steps`` runs within ``budget``, each the best by expected variance
     reduction per cost**cost_power (``first_pick`` forces the first). Returns the picks, their expected
     incremental reductions (their sum is the plan's expected reduction), the ESS of each pick's weights and the
@@ -213,8 +213,8 @@ def _greedy(draws, mu, T, costs, steps, budget, J, seed, cost_power, target_sd=N
         w = np.exp(logw - logw.max(axis=1, keepdims=True))
         w /= w.sum(axis=1, keepdims=True)
         src = np.array([rng.choice(S, p=w[j]) for j in range(J)])   # (J,)
-        y = draws.sample_draws(src, mu[src], rng)                   # (J, C): draw src[j]'s run at every candidate
-        ll = np.stack([draws.logpdf(y[j][None, :], mu) for j in range(J)])  # (J, S, C)
+        y = draws.sample_draws(src, mu[src], rng, extra)            # (J, C): draw src[j]'s run at every candidate
+        ll = np.stack([draws.logpdf(y[j][None, :], mu, extra) for j in range(J)])  # (J, S, C)
         lw_new = logw[:, None, :] + np.moveaxis(ll, 2, 1)           # (J, C, S)
         var, ess = _weighted_var(lw_new, T)                         # (J, C)
         cur, _ = _weighted_var(logw, T)                             # (J,)
@@ -267,12 +267,12 @@ def _shortlist(gain, se, costs, within):
 
 
 def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None, cost_power=1.0, horizon=None,
-                extrap=None):
+                extrap=None, extra=None):
     T = T - T.mean(axis=0)
     mu = draws.mean(cand)                                           # (S, C)
     var0 = float(T.var(axis=0).mean()) + (0.0 if extrap is None else extrap.var(extrap.lo, extrap.hi))
     chosen, gains, ess_rows, first = _greedy(draws, mu, T, costs, k, budget, n_outcomes, seed, cost_power, target_sd,
-                                             extrap=extrap)
+                                             extrap=extrap, extra=extra)
     plans = None
     if horizon is not None:
         # non-myopic: plans that spend the horizon, each starting from one shortlisted run and going on greedily per
@@ -282,7 +282,7 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
         plans = []
         for f0 in [None, *_shortlist(first["gain"], first["gain_se"], costs, costs <= cap)]:
             c_, g_, e_, _ = _greedy(draws, mu, T, costs, steps, cap, n_outcomes, seed, cost_power, target_sd, f0, True,
-                                    extrap)
+                                    extrap, extra)
             if c_ and all(c_ != p_["runs"] for p_ in plans):
                 plans.append({"first": c_[0], "runs": c_, "gains": g_, "ess": e_, "reduction": float(sum(g_)),
                               "cost": float(costs[c_].sum())})
@@ -350,6 +350,40 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
 # --------------------------------------------------------------------------------------------------
 
 
+def _local_error(model, law, cand: pd.DataFrame):
+    """A local fit's (``Fit.localize``) extra error of each candidate: tau x its distance from the target, or None."""
+    from bayescale.compare import ModelAverage
+    from bayescale.discrepancy import distance_from
+
+    fits = list(model.fits.values()) if isinstance(model, ModelAverage) else [model]
+    loc = [getattr(f, "local", None) for f in fits]
+    if not any(loc):
+        return None
+    if not all(loc) or len({(l_["tau"], l_["targets"].to_json()) for l_ in loc}) > 1:
+        raise BayescaleError("the model average mixes local and global fits (or fits localized differently): "
+                             "localize every family to the same target and tau")
+    return loc[0]["tau"] * distance_from(law, cand, loc[0]["targets"])
+
+
+def _run_error(run_error, cand: pd.DataFrame):
+    """Candidates' extra error (ln units, (C,)) from a number, one value per candidate or a column name."""
+    if run_error is None:
+        return None
+    if isinstance(run_error, str):
+        if run_error not in cand.columns:
+            raise BayescaleError(f"run_error column {run_error!r} is not among the candidates' columns "
+                                 f"{list(map(str, cand.columns))}")
+        run_error = pd.to_numeric(cand[run_error], errors="coerce").to_numpy(float)
+    e = np.asarray(run_error, float)
+    if e.ndim > 1 or (e.ndim == 1 and len(e) != len(cand)):
+        raise BayescaleError(f"run_error must be one number or one per candidate ({len(cand)}), got shape {e.shape}")
+    if not np.all(np.isfinite(e)) or np.any(e < 0):
+        bad = np.flatnonzero(~(np.isfinite(e) & (e >= 0))) if e.ndim else [0]
+        raise BayescaleError(f"run_error must hold finite numbers >= 0 (ln units); candidate row {int(bad[0])} has "
+                             f"{np.atleast_1d(e)[bad[0]]!r}")
+    return np.broadcast_to(e, (len(cand),)).copy()
+
+
 def _extrapolation(model, law, cand, kind, spec, draws) -> _Extrapolation | None:
     """The fit's calibrated extrapolation error (``Fit.calibrate``; for a model average the weighted mean of the
     families' tau^2), or None when it has none."""
@@ -378,7 +412,7 @@ def _extrapolation(model, law, cand, kind, spec, draws) -> _Extrapolation | None
 def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
               seed: int = 0, n_outcomes: int = 32, max_draws: int | None = 1000, method: str = "nuts", law=None,
               target_sd: float | None = None, cost_power: float = 1.0, horizon: float | None = None,
-              x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
+              run_error=None, x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
     """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
 
     ``fit_or_runs``: a :class:`~bayescale.Fit`, :class:`~bayescale.ModelAverage`, or a run table (then ``law=``
@@ -397,6 +431,9 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     per-cost picks until the horizon is spent, plus the plain greedy plan, all on the same fantasised outcomes; the
     batch is the first ``k`` runs of the plan expected to narrow the target most (cost-benefit greedy with partial
     enumeration, Krause & Guestrin 2005). Plans are at most 12 runs long.
+    ``run_error``: an extra error of each candidate's outcome as the fit will see it (ln units, in quadrature with
+    the noise): a number, one value per candidate or a candidates' column name; for a local fit
+    (:meth:`~bayescale.Fit.localize`) it defaults to tau x the candidate's distance in decades from the target.
     A fit with a calibrated extrapolation error (``fit.calibrate()``, tau per decade beyond the runs) adds it to the
     target's variance, tau^2 b^2 with b the target's distance beyond the runs in decades, as its bands do; a run
     that extends the runs' range toward the target shortens b, which no outcome of a run inside the range can do.
@@ -429,7 +466,9 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
 
     if method == "pfn" and horizon is not None:
         raise BayescaleError("horizon= (plan comparison) is available with method='nuts' only")
-    plans, tau_used = None, 0.0
+    if method == "pfn" and run_error is not None:
+        raise BayescaleError("run_error= is available with method='nuts' only")
+    plans, tau_used, extra = None, 0.0, None
     if method == "pfn":
         from bayescale import pfn  # noqa: F401  (raises ImportError when the module is absent)
 
@@ -471,9 +510,12 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         kind, spec = parse_target(target, lawobj, columns)
         T = _target_draws(draws, kind, spec)
         extrap = _extrapolation(model, lawobj, cand, kind, spec, draws)
+        extra = _run_error(run_error, cand)
+        if extra is None:
+            extra = _local_error(model, lawobj, cand)
         var0, first, chosen, gains, ess_rows, pred_sd, plans = _score_nuts(
             draws, cand, T, costs, int(k), budget, int(n_outcomes), seed, target_sd, float(cost_power), horizon,
-            extrap)
+            extrap, extra)
         tau_used = 0.0 if extrap is None else float(np.sqrt(extrap.tau2))
         n_draws = draws.size
 
@@ -506,7 +548,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out.attrs.update(target=kind if kind == "compute_optimal" else f"{len(spec)} point(s)", target_spec=(
         spec if kind == "compute_optimal" else spec.to_dict(orient="list")), var_before=float(var0), method=method,
         n_draws=int(n_draws), n_outcomes=int(n_outcomes), seed=seed, budget=budget, target_sd=target_sd,
-        horizon=horizon, extrapolation_tau=tau_used, plans=[{k_: v for k_, v in p_.items() if k_ != "ess"} for p_ in plans or []],
+        horizon=horizon, extrapolation_tau=tau_used, run_error_max=None if extra is None else float(np.max(extra)), plans=[{k_: v for k_, v in p_.items() if k_ != "ess"} for p_ in plans or []],
         batch_cost=float(costs[chosen].sum()) if chosen else 0.0)
     low = [e for e in ess_rows if np.isfinite(e) and e < ESS_WARN]
     if method == "nuts" and low:

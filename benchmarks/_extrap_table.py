@@ -52,7 +52,7 @@ def _f(v, fmt=".4f", se=None):
 
 
 def _method_key(m: str):
-    order = {"nuts": 0, "cal": 0.5, "bma": 1, "pfn": 2, "boot": 3, "ls": 4}
+    order = {"nuts": 0, "cal": 0.5, "local": 0.6, "bma": 1, "pfn": 2, "boot": 3, "ls": 4}
     return (order.get(m.split(":")[0], 9), m)
 
 
@@ -162,13 +162,17 @@ def notes(res: list[dict]) -> list[str]:
                        + (f"recalibrated predictive (map fitted on {rc}; no real data)." if rc else
                           "raw network predictive (no recalibration map)."))
     for d in res:
-        if d["method"].startswith("cal:"):
+        if d["method"].startswith(("cal:", "local:")):
             taus: dict = {}
             for c in d["curves"]:
                 taus.setdefault(c["domain"], c.get("tau"))
             txt = ", ".join(f"{dom} {t:.3g}" for dom, t in taus.items() if t is not None)
             out.append(f"- `{d['method']}` on {d['suite']}: NUTS plus the extrapolation error (`bayescale.discrepancy`),"
-                       f" tau per decade beyond the runs from leave-future-out on the fit runs, pooled per domain: {txt}.")
+                       f" tau per decade beyond the runs from leave-future-out on the fit runs, pooled per domain: {txt}"
+                       + ("; then each curve refitted locally around its targets' inputs (`Fit.localize`: each fit "
+                          "run carries tau x its distance in decades from them; curves with tau 0 keep the global fit), "
+                          "and the local fits' own tau calibrated the same way; the larger of the two is used (listed)."
+                          if d["method"].startswith("local:") else "."))
     for d in res:
         if d["method"] != "bma":
             continue

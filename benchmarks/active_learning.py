@@ -18,6 +18,10 @@ fitted so far). Strategies:
   against many small ones, each plan at most doubling the spend);
 - ``ours_cal``: ``ours`` on the fit with its extrapolation error calibrated by leave-future-out on the runs bought
   so far; ``ours_tau``: the same with the domain's tau from leave-future-out on the whole pool (fit split);
+- ``ours_local``: ``ours`` on a local fit (``Fit.localize``): each run carries an extra error tau x its distance in
+  decades from the targets (tau: the domain's, as for ``ours_tau``), and so does each candidate in ``next_runs``.
+  Each baseline's rule is replayed with the same local fit too (``grid+local``, ...) and counts as a baseline, so
+  that what the local fit gains by itself is not credited to the choice of runs;
 - ``random`` (several seeds), ``cheapest`` (cheapest first), ``grid`` (the pool run nearest to each point of a
   log-uniform grid of cost between the start and the largest pool run, ascending), ``uncertain`` (the pool run whose
   outcome is most uncertain: largest predictive sd of log y; NSL-PFN's acquisition).
@@ -29,6 +33,8 @@ Suites:
 - ``sim``: the Chinchilla design with losses simulated from Hoffmann et al.'s law (1% noise), in ``--worlds`` noise
   draws; the error is against the noise-free law and pooled over the worlds (the law is right by construction: this
   is where the acquisition is tuned and where its efficiency can be seen apart from misspecification).
+- ``starts``/``starts_dn1``: the real Chinchilla replay from 16 start sets (8 of the 20 cheapest), pooled; dn1
+  restricts the pool to D/N >= 1.
 - ``ic``: curves of the revisiting benchmark's IC domain with NSL-PFN's protocol: pool = the fit split, start =
   the 4 smallest x, acquire 5 (9 at the end), target = the held-out split (largest x); law ``M2``; cost x.
 
@@ -92,6 +98,7 @@ def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.Data
     from bayescale.next_runs import next_runs
 
     cand = pool.loc[avail]
+    strategy = strategy.removesuffix("+local")   # the baseline's rule; its fit is local (Replay)
     if strategy == "random":
         return int(rng.choice(avail))
     if strategy == "cheapest":
@@ -103,8 +110,8 @@ def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.Data
         _, _, obs = fit.predictive_draws(cand[inputs], seed=seed)
         sd = np.log(np.maximum(obs, 1e-300)).std(axis=0)
         return int(cand.index[int(np.argmax(sd))])
-    if strategy in ("ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_tau"):
-        sd, power, horizon = None, 1.0, None
+    if strategy in ("ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_tau", "ours_local"):
+        sd, power, horizon = None, 1.0, None   # ours_local: its fit is local, next_runs reads the candidates' error
         if strategy == "ours_tau":  # the extrapolation error of the domain: leave-future-out on the whole pool
             fit = fit.with_discrepancy(_pool_tau(pool, fit.law.name, inputs))
         if strategy == "ours_cal" and len(fit.runs) >= 8:
@@ -156,7 +163,7 @@ def compute_to_reach(steps: list[dict], threshold: float) -> float:
     return float("inf")
 
 
-OURS = ("ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_tau")
+OURS = ("ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_tau", "ours_local")
 
 
 def _goal(traces: dict, n_acquire: int) -> dict:
@@ -194,6 +201,12 @@ def _goal(traces: dict, n_acquire: int) -> dict:
             "ratios": rat, "met_by": {o: bool(v <= 0.5) for o, v in rat.items()}}
 
 
+def _is_local(strategy: str) -> bool:
+    """Strategies that fit the law locally around the targets: ours_local, and each baseline's rule with that fit
+    ("grid+local", ...), so that the fit's own gain is not credited to the choice of runs."""
+    return strategy == "ours_local" or strategy.endswith("+local")
+
+
 class Replay:
     """One strategy's replay: the runs fitted so far, and a step after each acquisition."""
 
@@ -202,6 +215,7 @@ class Replay:
         self.pool, self.target, self.y_true, self.target_q = pool, target, y_true, target_q
         self.law, self.inputs, self.strategy, self.seed, self.draws, self.grid = law, inputs, strategy, seed, draws, grid
         self.rng = np.random.default_rng(seed)
+        self.local_tau = _pool_tau(pool, law, inputs) if _is_local(strategy) else None
         self.chosen = list(start)
         self.avail = [i for i in pool.index if i not in self.chosen]
         self.steps: list[dict] = []
@@ -212,6 +226,12 @@ class Replay:
         train = self.pool.loc[self.chosen]
         k = len(self.steps)
         self.fit = _fit(train, self.law, {c: c for c in self.inputs}, self.draws, self.seed + k)
+        if self.local_tau:
+            # the law as a local approximation around the targets (Fit.localize): runs far from them count less
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.fit = self.fit.localize(self.target_q, tau=self.local_tau, chains=2, warmup=self.draws,
+                                             samples=self.draws, seed=self.seed + k)
         err, lpd, sd, z2 = _score(self.fit, self.target, self.y_true, self.seed)
         self.steps.append({"n": len(self.chosen), "compute": float(train["cost"].sum()), "rmsle": err, "lpd": lpd,
                            "sd": sd, "z2": z2,
@@ -319,7 +339,7 @@ def rerun_strategy(traces: dict, setup: dict, strategy: str, draws: int) -> list
     grid = np.geomspace(pool.loc[start, "cost"].max(), pool["cost"].max(), setup["n_acquire"] + 1)[1:]
     r = Replay(pool, start, setup["target"], setup["y_true"], setup["target_q"], setup["law"], setup["inputs"],
                strategy, 0, draws, grid)
-    while len(r.steps) - 1 < setup["n_acquire"] or (compute_to_reach(r.steps, thr) == float("inf")
+    while len(r.steps) - 1 < setup["n_acquire"] or (strategy in OURS and compute_to_reach(r.steps, thr) == float("inf")
                                                      and r.compute < base_reach
                                                      and len(r.steps) - 1 < setup["max_acquire"]):
         if not r.acquire():
@@ -464,7 +484,7 @@ def _sim_summary(worlds: list[dict], n_acquire: int = 12) -> dict:
     sd_curve = {s: rms([_held(w[s], cgrid, "sd") for w in worlds], axis=0) for s in strats}
     at_n = {s: float(rms([w[s][min(n_acquire, len(w[s]) - 1)]["rmsle"] for w in worlds])) for s in strats}
     comp_n = {s: float(np.mean([w[s][min(n_acquire, len(w[s]) - 1)]["compute"] for w in worlds])) for s in strats}
-    base = {s: v for s, v in at_n.items() if s in BASELINES}
+    base = {s: v for s, v in at_n.items() if s not in OURS}
     thr_from = min(base, key=base.get)
     start = float(rms([w[strats[0]][0]["rmsle"] for w in worlds]))
     levels = {"threshold": base[thr_from], **{f"{f:g}": f * start for f in LEVELS}}
@@ -474,26 +494,37 @@ def _sim_summary(worlds: list[dict], n_acquire: int = 12) -> dict:
         hit = c <= lev * (1 + 1e-12)
         return float(cgrid[np.argmax(hit)]) if hit.any() else float("inf")
 
+    def stays_at(c, lev):   # from where on the pooled curve stays at or below the level (to the end of the grid)
+        above = np.flatnonzero(~(c <= lev * (1 + 1e-12)))
+        if not len(above):
+            return float(cgrid[0])
+        return float(cgrid[above[-1] + 1]) if above[-1] + 1 < len(cgrid) else float("inf")
+
     out = {}
     for name, lev in levels.items():
         hit = {s: first_at(curve[s], lev) for s in strats}
-        best = min((v, k) for k, v in hit.items() if k in BASELINES)
+        best = min((v, k) for k, v in hit.items() if k not in OURS)
+        stay = {s: stays_at(curve[s], lev) for s in strats}
+        best_stay = min((v, k) for k, v in stay.items() if k not in OURS)
         ratio = {o: (hit[o] / best[0] if np.isfinite(best[0]) else float("nan")) for o in ours}
         per_world = {o: [] for o in ours}
         for w in worlds:
             r_ = {s: compute_to_reach(w[s], lev) for s in strats}
-            b_ = min(v for k, v in r_.items() if k in BASELINES)
+            b_ = min(v for k, v in r_.items() if k not in OURS)
             for o in ours:
                 per_world[o].append(r_[o] / b_ if np.isfinite(b_) else float("nan"))
         out[name] = {"rmsle": lev, "compute_to_reach": hit, "best_baseline": best[1], "ratio": ratio,
+                     "compute_to_stay": stay, "best_baseline_stay": best_stay[1],
+                     "ratio_stay": {o: (stay[o] / best_stay[0] if np.isfinite(best_stay[0]) else float("nan"))
+                                    for o in ours},
                      "met": {o: bool(ratio[o] <= 0.5) for o in ours}, "per_world_ratio": per_world,
                      "per_world_met": {o: int(sum(r <= 0.5 for r in v)) for o, v in per_world.items()}}
     sd_base = {s: float(rms([w[s][min(n_acquire, len(w[s]) - 1)]["sd"] for w in worlds])) for s in strats}
     sd_levels = {}
-    for name, lev in (("threshold", min(v for k, v in sd_base.items() if k in BASELINES)),
+    for name, lev in (("threshold", min(v for k, v in sd_base.items() if k not in OURS)),
                       *((f"{f:g}", f * float(rms([w[strats[0]][0]["sd"] for w in worlds]))) for f in LEVELS)):
         hit = {s: first_at(sd_curve[s], lev) for s in strats}
-        best = min((v, k) for k, v in hit.items() if k in BASELINES)
+        best = min((v, k) for k, v in hit.items() if k not in OURS)
         sd_levels[name] = {"sd": lev, "compute_to_reach": hit, "best_baseline": best[1],
                            "ratio": {o: (hit[o] / best[0] if np.isfinite(best[0]) else float("nan")) for o in ours}}
     z2 = {s: float(np.mean([st["z2"] for w in worlds for st in w[s][1:]])) for s in strats}
@@ -548,16 +579,20 @@ def _plot(result: dict, path) -> None:
     fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 4.2 * nrow), squeeze=False)
     for ax in axes.ravel()[len(suites):]:
         ax.set_visible(False)
-    colors = {"ours": "C3", "ours_goal": "C4", "ours_cool": "C5", "ours_plan": "C6", "ours_cal": "C8", "ours_tau": "C9",
-              "random": "0.5", "cheapest": "C0",
-              "grid": "C2", "uncertain": "C1"}
+    class _Colors(dict):   # a baseline with the local fit: its rule's colour (drawn dotted)
+        def __missing__(self, key):
+            return self[key.removesuffix("+local")]
+
+    colors = _Colors({"ours": "C3", "ours_goal": "C4", "ours_cool": "C5", "ours_plan": "C6", "ours_cal": "C8",
+                      "ours_tau": "C9", "ours_local": "darkred", "random": "0.5", "cheapest": "C0", "grid": "C2",
+                      "uncertain": "C1"})
     for ax, name in zip(axes.ravel(), suites):
         r = result["suites"][name.replace("_sd", "")]
         if name == "sim_sd":
             sm = r["summary"]
             for strat, cv in sm["sd_curves"].items():
                 ax.step(sm["curve_grid"], cv, where="post", color=colors[strat], lw=2 if strat in OURS else 1,
-                        label=f"{strat} (mean z^2 {sm['z2'][strat]:.2f})")
+                        ls=":" if strat.endswith("+local") else "-", label=f"{strat} (mean z^2 {sm['z2'][strat]:.2f})")
             ax.set_title("Same worlds: posterior sd of the log target (what the acquisition narrows)", fontsize=9)
             ax.set_xlabel("compute spent on pilot runs (FLOP)")
             ax.set_xscale("log")
@@ -569,7 +604,7 @@ def _plot(result: dict, path) -> None:
             sm = r["summary"]
             for strat, cv in sm["curves"].items():
                 ax.step(sm["curve_grid"], cv, where="post", color=colors[strat], lw=2 if strat in OURS else 1,
-                        label=strat)
+                        ls=":" if strat.endswith("+local") else "-", label=strat)
             ax.axhline(sm["levels"]["threshold"]["rmsle"], color="k", ls=":", lw=1,
                        label="threshold (best baseline after 12)")
             ax.set_title(f"Chinchilla design, simulated ({sm['worlds']} worlds): error vs the true curve (rms)"
@@ -581,7 +616,7 @@ def _plot(result: dict, path) -> None:
             for strat, trs in r["traces"].items():
                 for j, tr in enumerate(trs):
                     ax.plot([s["compute"] for s in tr], [s["rmsle"] for s in tr], marker="o", ms=3, color=colors[strat],
-                            ls="--" if strat == "ours_goal" else "-",
+                            ls="--" if strat == "ours_goal" else ":" if strat.endswith("+local") else "-",
                             alpha=1 if strat != "random" else 0.5, lw=2 if strat in OURS else 1,
                             label=strat if j == 0 else None)
             ax.axhline(r["goal"]["threshold_rmsle"], color="k", ls=":", lw=1, label="threshold (best baseline, end)")
@@ -795,6 +830,34 @@ def screenshot(draws: int = 300) -> str:
             f"{chk['img_tags_with_data']} embedded PNGs in the DOM (fits: 2 chains x ({draws} + {draws})).")
 
 
+def _add_strategy(result: dict, add: str, only: set, draws: int, path) -> None:
+    """Replay one more strategy in the saved suites named in ``only`` (baselines: the protocol's acquisitions; ours:
+    on while below the baselines' compute, as in the suite), saving after each replay."""
+    t0 = time.perf_counter()
+    if "chinchilla" in result["suites"] and "chinchilla" in only:
+        steps = rerun_strategy(result["suites"]["chinchilla"]["traces"], _chinchilla_setup(), add, draws)
+        result["suites"]["chinchilla"]["traces"][add] = [steps]
+        print(f"chinchilla {add}: RMSLE {steps[-1]['rmsle']:.4f} at {steps[-1]['compute']:.3g} after "
+              f"{steps[-1]['n']} runs ({time.perf_counter() - t0:.0f} s)", flush=True)
+        path.write_text(json.dumps(result, indent=1, default=float))
+    setups = {"sim": _sim_setup, "starts": _starts_setup, "starts_dn1": lambda w: _starts_setup(w, 1.0)}
+    for key, setup in setups.items():
+        if key not in result["suites"] or key not in only:
+            continue
+        for w, traces in enumerate(result["suites"][key]["worlds"]):
+            cap = None if add not in OURS else max(t[-1]["compute"] for k, t in traces.items() if k in BASELINES)
+            traces[add] = _sim_replay(setup(w), add, w, draws, cap)
+            print(f"{key} {w} {add}: error {traces[add][-1]['rmsle']:.4f} at {traces[add][-1]['compute']:.3g} after "
+                  f"{traces[add][-1]['n']} runs ({time.perf_counter() - t0:.0f} s)", flush=True)
+            path.write_text(json.dumps(result, indent=1, default=float))
+    if "ic" in result["suites"] and "ic" in only:
+        for c, v in result["suites"]["ic"]["curves"].items():
+            steps = rerun_strategy(v["traces"], _ic_setup(c), add, draws)
+            v["traces"][add] = [steps]
+            print(f"ic {c} {add}: RMSLE {steps[-1]['rmsle']:.4f} at {steps[-1]['compute']:.3g}", flush=True)
+            path.write_text(json.dumps(result, indent=1, default=float))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--suites", default=None, help="suites to run (default chinchilla,ic); with --add, where to replay "
@@ -815,8 +878,8 @@ def main(argv=None) -> dict:
                          "suite (replacing its ours_goal traces), then redo the table")
     ap.add_argument("--feasibility", type=int, help="only: fit this many random designs of the real Chinchilla pool "
                                                     "(how reachable the threshold is at half the compute), then redo the table")
-    ap.add_argument("--add", help="only: replay this extra strategy (e.g. ours_cool) in every saved suite, then redo "
-                                   "the table")
+    ap.add_argument("--add", help="only: replay these extra strategies (comma-separated, e.g. ours_local,grid+local) "
+                                   "in every saved suite (or those --suites names), then redo the table")
     args = ap.parse_args(argv)
     args.suites_given = args.suites is not None
     args.suites = args.suites or "chinchilla,ic"
@@ -824,25 +887,8 @@ def main(argv=None) -> dict:
         path = OUT / "active_learning.json"
         result = json.loads(path.read_text())
         only = {s_.strip() for s_ in args.suites.split(",")} if args.suites_given else set(result["suites"])
-        if "chinchilla" in result["suites"] and "chinchilla" in only:
-            t0 = time.perf_counter()
-            steps = rerun_strategy(result["suites"]["chinchilla"]["traces"], _chinchilla_setup(), args.add, args.draws)
-            result["suites"]["chinchilla"]["traces"][args.add] = [steps]
-            print(f"chinchilla {args.add}: RMSLE {steps[-1]['rmsle']:.4f} at {steps[-1]['compute']:.3g} after "
-                  f"{steps[-1]['n']} runs ({time.perf_counter() - t0:.0f} s)", flush=True)
-            path.write_text(json.dumps(result, indent=1, default=float))
-        if "sim" in result["suites"] and "sim" in only:
-            for w, traces in enumerate(result["suites"]["sim"]["worlds"]):
-                cap = max(t[-1]["compute"] for k, t in traces.items() if k in BASELINES)
-                traces[args.add] = _sim_replay(_sim_setup(w), args.add, w, args.draws, cap)
-                print(f"sim world {w} {args.add}: error {traces[args.add][-1]['rmsle']:.4f}", flush=True)
-                path.write_text(json.dumps(result, indent=1, default=float))
-        if "ic" in result["suites"] and "ic" in only:
-            for c, v in result["suites"]["ic"]["curves"].items():
-                steps = rerun_strategy(v["traces"], _ic_setup(c), args.add, args.draws)
-                v["traces"][args.add] = [steps]
-                print(f"ic {c} {args.add}: RMSLE {steps[-1]['rmsle']:.4f} at {steps[-1]['compute']:.3g}", flush=True)
-                path.write_text(json.dumps(result, indent=1, default=float))
+        for add in [a.strip() for a in args.add.split(",") if a.strip()]:
+            _add_strategy(result, add, only, args.draws, path)
         result.setdefault("runs", [result["command"]]).append("python -m benchmarks.active_learning " + " ".join(
             __import__("sys").argv[1:] if argv is None else argv))
         path.write_text(json.dumps(result, indent=1, default=float))
@@ -1018,8 +1064,8 @@ def _reading(result: dict) -> list[str]:
                 f"`ours` ends at RMSLE {sm['final'].get('ours', float('nan')):.4f} after "
                 f"{sm['runs_at_end'].get('ours', float('nan')):.0f} runs, the grid at {sm['final']['grid']:.4f} "
                 f"after 20; `ours` matches the best baseline only at the loosest level "
-                f"({lv['0.5']['ratio'].get('ours', float('nan')):.2f}x). On the real runs a log-uniform spread of "
-                "costs is the better choice with this law.")
+                f"({lv['0.5']['ratio'].get('ours', float('nan')):.2f}x). With the law fitted to every run alike, a "
+                "log-uniform spread of costs is the better choice on the real runs.")
         if "starts_dn1" in result["suites"]:
             sm = result["suites"]["starts_dn1"]["summary"]
             lv = sm["levels"]
@@ -1033,6 +1079,10 @@ def _reading(result: dict) -> list[str]:
                 + " and none of the tighter levels within its compute: the gap narrows, the goal is not met.")
         if "feasibility" in result["suites"].get("chinchilla", {}):
             out.append("The single-path threshold itself is luck: see the random designs above.")
+        for key, where in (("starts", "whole pool"), ("starts_dn1", "D/N >= 1")):
+            sm = result["suites"].get(key, {}).get("summary")
+            if sm and "ours_local" in sm["final"]:
+                out.append(_local_reading(sm, where))
     if "ic" in result["suites"]:
         cv = list(result["suites"]["ic"]["curves"].values())
         med = [float(np.median([v["goal"]["levels"][k]["ratios"].get("ours", np.inf) for v in cv]))
@@ -1042,6 +1092,30 @@ def _reading(result: dict) -> list[str]:
                    + f"x the best baseline's compute at the looser levels (median over curves) and reaches the "
                    f"strict threshold on {reached} of {len(cv)} curves.")
     return [" ".join(out), ""] if out else []
+
+
+def _local_reading(sm: dict, where: str) -> str:
+    """ours_local against the baselines (with the global and the local fit) in one many-start summary."""
+    thr, fin = sm["levels"]["threshold"], sm["final"]
+    loc = sorted((fin[k], k) for k in fin if k.endswith("+local"))
+    def ratio(v, key, reach):
+        r = v[key].get("ours_local", float("nan"))
+        if np.isfinite(r) or np.isinf(r):
+            return f"{r:.2f}x"
+        return "no baseline; ours " + ("does" if np.isfinite(v[reach]["ours_local"]) else "does not")
+
+    lv = "; ".join(f"{k} ({v['rmsle']:.4f}): first {ratio(v, 'ratio', 'compute_to_reach')}, "
+                   f"stays {ratio(v, 'ratio_stay', 'compute_to_stay')}" for k, v in sm["levels"].items()
+                   if "ratio_stay" in v)
+    return (f"With the law fitted locally around the targets ({where}; `ours_local`: `Fit.localize`, tau from "
+            "leave-future-out on the pool, never the targets, and candidates carrying the same extra error), ours "
+            f"ends at RMSLE {fin['ours_local']:.4f} after {sm['runs_at_end']['ours_local']:.0f} runs (best baseline at "
+            f"the end: {min((v, k) for k, v in fin.items() if k not in OURS)[1]} "
+            f"{min(v for k, v in fin.items() if k not in OURS):.4f}); it first reaches the threshold "
+            f"{thr['rmsle']:.4f} at {thr['compute_to_reach']['ours_local']:.3g} FLOP and stays there from "
+            f"{thr['compute_to_stay']['ours_local']:.3g}. The baselines' rules with the same local fit end at "
+            + ", ".join(f"{v:.4f} ({k})" for v, k in loc)
+            + f". Ours / best baseline, compute to first reach and to stay at each level: {lv}.")
 
 
 def _error_table(sm: dict, unit: str) -> list[str]:
@@ -1063,6 +1137,13 @@ def _error_table(sm: dict, unit: str) -> list[str]:
                   f"{k} ({v['rmsle']:.4f}): no baseline reaches it, " + ", ".join(
                       f"{o} {'does' if np.isfinite(v['compute_to_reach'][o]) else 'does not'}" for o in ours)
                   for k, v in lv.items()) + ".", ""]
+    if "compute_to_stay" in next(iter(lv.values())):
+        lines += ["A first fall to a level credits a pooled curve that dips below it and comes back up, which no user "
+                  "can see at the time; *to stay* is the compute from which the pooled error stays at or below the "
+                  "level (to the end of every strategy's budget). Ours / best baseline to stay: " + "; ".join(
+                      f"{k} ({v['rmsle']:.4f}, best {v['best_baseline_stay']} {v['compute_to_stay'][v['best_baseline_stay']]:.3g}): "
+                      + ", ".join(f"{o} {v['compute_to_stay'][o]:.3g} ({v['ratio_stay'][o]:.3g})" for o in ours)
+                      for k, v in lv.items()) + ".", ""]
     return lines
 
 
@@ -1106,31 +1187,42 @@ def _sim_markdown(r: dict, real: bool = False) -> list[str]:
     return lines
 
 
+def _levels_verdict(sm: dict) -> str:
+    """Per level: each of ours' compute to first reach it over the best baseline's ("not reached" when ours never
+    does; a level no baseline reaches is said so instead of a ratio)."""
+    parts = []
+    for k, v in sm["levels"].items():
+        if not np.isfinite(v["compute_to_reach"][v["best_baseline"]]):
+            reached = [o for o in v["ratio"] if np.isfinite(v["compute_to_reach"][o])]
+            parts.append(f"{k} {v['rmsle']:.4f}: no baseline reaches it"
+                         + (f" ({', '.join(reached)} do{'es' if len(reached) == 1 else ''})" if reached else ""))
+            continue
+        parts.append(f"{k} {v['rmsle']:.4f}: " + ", ".join(
+            f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}" if np.isfinite(r) else f"{o} not reached"
+            for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute")
+    return "; ".join(parts)
+
+
 def _verdict(result: dict) -> str:
     verdict = []
     if "sim" in result["suites"]:
         sm = result["suites"]["sim"]["summary"]
-        verdict.append(f"Simulated worlds ({sm['worlds']}): " + "; ".join(
-            f"{k} {v['rmsle']:.4f}: " + ", ".join(f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}"
-                                                  for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute"
-            for k, v in sm["levels"].items()) + ".")
+        verdict.append(f"Simulated worlds ({sm['worlds']}): " + _levels_verdict(sm) + ".")
     for key in ("starts", "starts_dn1"):
         if key not in result["suites"]:
             continue
         sm = result["suites"][key]["summary"]
         verdict.append(f"Real Chinchilla{' (D/N >= 1)' if key.endswith('dn1') else ''} from {sm['worlds']} start "
-                       "sets: " + "; ".join(
-            f"{k} {v['rmsle']:.4f}: " + ", ".join(f"{o} {r:.3g}x{' (met)' if r <= 0.5 else ''}"
-                                                  for o, r in v["ratio"].items()) + f" {v['best_baseline']}'s compute"
-            for k, v in sm["levels"].items()) + ".")
+                       "sets: " + _levels_verdict(sm) + ".")
     for key, name in (("chinchilla", "Chinchilla"),):
         if key not in result["suites"]:
             continue
         g = result["suites"][key]["goal"]
-        loose = "; ".join(f"{v['rmsle']:.4f}: {v['ratio']:.3g}x" for v in g["levels"].values())
+        loose = "; ".join(f"{v['rmsle']:.4f}: " + (f"{v['ratio']:.3g}x" if np.isfinite(v["ratio"]) else "not reached")
+                          for v in g["levels"].values())
         verdict.append(f"{name}: goal {'met' if any(r <= 0.5 for r in g['ratios'].values()) else 'not met'} at the "
                        f"threshold {g['threshold_rmsle']:.4f} (compute / {g['best_baseline']}'s: " + ", ".join(
-                           f"{o} {r:.3g}x" for o, r in g["ratios"].items()) + f"; at looser RMSLE levels ours / best "
+                           f"{o} {r:.3g}x" if np.isfinite(r) else f"{o} not reached" for o, r in g["ratios"].items()) + f"; at looser RMSLE levels ours / best "
                        f"baseline = {loose}).")
     if "ic" in result["suites"]:
         s = result["suites"]["ic"]["summary"]

@@ -191,12 +191,16 @@ def score(task: Task, draws: np.ndarray, logpd: np.ndarray, median: np.ndarray |
 
 # -- methods ------------------------------------------------------------------------------------------------
 def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings: dict,
-             calibrated: bool = False) -> list[dict]:
+             calibrated: bool = False, local: bool = False) -> list[dict]:
     """One ``fit_many`` over the tasks; per curve: draws, exact log density, pointwise LOO -> cache + scores.
 
     ``calibrated`` (method ``cal:<law>``): add the extrapolation discrepancy of :mod:`bayescale.discrepancy`, one
     ``tau`` per domain from leave-future-out on the curves' fit runs (the largest 25% of each context held out;
     the smallest for the loss -> error link, which extrapolates to lower loss). The targets are never used.
+    ``local`` (method ``local:<law>``): calibrated as above, then each curve refitted locally around its target
+    points (``Fit.localize``: each fit run carries tau x its distance in decades from them), and the local fits'
+    own extrapolation error calibrated the same way (pooled per domain), the larger of the two taus kept; the
+    targets' inputs are used, never their outcomes.
     """
     import arviz as az
 
@@ -214,7 +218,7 @@ def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings:
     fits = bs.fit_many(runs, law, group="_g", inputs={k: k for k in law.input_names}, y="y", seed=seed,
                        refit_flagged=False, progress=False, **settings)
     taus = {}
-    if calibrated:
+    if calibrated or local:
         toward = "min" if law_name == "downstream" else "max"
         for dom in sorted({t.domain for t in tasks}):
             idx = [i for i, t in enumerate(tasks) if t.domain == dom]
@@ -224,8 +228,21 @@ def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings:
                 fits[i] = cal[i]
             taus[dom] = next(iter(cal.values())).discrepancy
             print(f"cal:{law_name} {dom}: tau {taus[dom]:.4g} per decade", file=sys.stderr)
+    if local:
+        for i, t in enumerate(tasks):
+            if fits[i].discrepancy > 0:
+                fits[i] = fits[i].localize(t.tgt[list(law.input_names)], seed=seed, recalibrate=False, **settings)
+        for dom in sorted({t.domain for t in tasks}):   # the local fits' own extrapolation error, pooled per domain
+            idx = [i for i, t in enumerate(tasks) if t.domain == dom and fits[i].local is not None]
+            if idx:
+                cal = bs.FitMany({i: fits[i] for i in idx}, law, []).calibrate(holdout=0.25, toward=toward, seed=seed,
+                                                                              **settings)
+                for i in idx:   # the larger of the global and the local fits' tau, as Fit.localize(recalibrate=True)
+                    fits[i] = cal[i].with_discrepancy(max(cal[i].discrepancy, taus[dom]))
+                print(f"local:{law_name} {dom}: tau of the local fits {cal[idx[0]].discrepancy:.4g} per decade "
+                      f"(global {taus[dom]:.4g}; the larger is used)", file=sys.stderr)
     fit_s = time.perf_counter() - t0
-    key = f"cal-{law_name}" if calibrated else law_name
+    key = f"local-{law_name}" if local else f"cal-{law_name}" if calibrated else law_name
     rows = []
     for i, t in enumerate(tasks):
         t1 = time.perf_counter()
@@ -402,8 +419,8 @@ def machine() -> dict:
 def run_method(suite: str, method: str, tasks: list[Task], seed: int, cache: Path, settings: dict,
                n_boot: int) -> list[dict]:
     kind, _, law = method.partition(":")
-    if kind in ("nuts", "cal"):
-        return run_nuts(law, tasks, seed, cache, settings, calibrated=kind == "cal")
+    if kind in ("nuts", "cal", "local"):
+        return run_nuts(law, tasks, seed, cache, settings, calibrated=kind == "cal", local=kind == "local")
     if kind == "bma":
         return run_bma(tasks, seed, cache)
     if kind in ("ls", "boot"):
@@ -413,13 +430,15 @@ def run_method(suite: str, method: str, tasks: list[Task], seed: int, cache: Pat
             print("pfn: bayescale.pfn is not available; skipped", file=sys.stderr)
             return []
         return run_pfn(tasks, seed)
-    raise SystemExit(f"unknown method {method!r}; use nuts:<law>, cal:<law>, bma, ls:<law>, boot:<law>, pfn or all")
+    raise SystemExit(f"unknown method {method!r}; use nuts:<law>, cal:<law>, local:<law>, bma, ls:<law>, boot:<law>, "
+                     "pfn or all")
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.extrapolation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", choices=SUITES)
-    ap.add_argument("--method", default="all", help="nuts:<law> | cal:<law> | bma | ls:<law> | boot:<law> | pfn | all")
+    ap.add_argument("--method", default="all",
+                    help="nuts:<law> | cal:<law> | local:<law> | bma | ls:<law> | boot:<law> | pfn | all")
     ap.add_argument("--domain")
     ap.add_argument("--limit", type=int, help="first N curves per domain")
     ap.add_argument("--seed", type=int, default=0)

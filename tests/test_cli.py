@@ -43,6 +43,14 @@ def test_fit_then_predict(runs_csv, tmp_path, capsys):
     assert p["lo90"] <= p["lo50"] <= p["median"] <= p["hi50"] <= p["hi90"]
     assert main(["predict", str(out), "--at", "N=7e10,D=1.4e12"]) == 0
     assert "median" in capsys.readouterr().out
+    # --local: refitted around the query point, the fitted runs discounted by their distance: a wider band there
+    assert main(["predict", str(out), "--at", "N=7e10,D=1.4e12", "--levels", "0.9", "--json", "--local", "0.1"]) == 0
+    loc = json.loads(capsys.readouterr().out)["points"][0]
+    assert main(["predict", str(out), "--at", "N=7e10,D=1.4e12", "--levels", "0.9", "--json"]) == 0
+    glob = json.loads(capsys.readouterr().out)["points"][0]
+    assert loc["hi90"] - loc["lo90"] > glob["hi90"] - glob["lo90"]
+    assert main(["predict", str(out), "--at", "N=7e10,D=1.4e12", "--local", "-0.1"]) == 2
+    assert "--local" in capsys.readouterr().err
 
 
 def test_compare(runs_csv, capsys):

@@ -89,3 +89,44 @@ def test_fit_many_pooled_calibration_sets_one_tau():
     assert len(taus) == 1 and next(iter(taus)) >= 0
     assert set(next(iter(cal.values())).calibration.heldout["group"]) == {0, 1}
     assert all(f.discrepancy == 0.0 for f in fm.values())
+
+
+def test_localize_counts_far_runs_less(tmp_path):
+    """Runs more than a decade from the target bend away from the law (0.1 per decade beyond that, in ln y). The
+    local fit gives each run the extra error tau * d (d: decades from the target), so its band at the target is wider
+    than the global fit's and still covers the true curve."""
+    import pandas as pd
+
+    from bayescale.discrepancy import distance_from
+
+    rng = np.random.default_rng(0)
+    N, D = (a.ravel() for a in np.meshgrid(np.geomspace(1e7, 1e9, 6), np.geomspace(1e9, 1e11, 5)))
+    law = bs.get_law("chinchilla")
+    d = distance_from(law, pd.DataFrame({"N": N, "D": D}), pd.DataFrame({"N": [1.5e9], "D": [2e11]}))
+    assert d.min() > 0 and d.max() > 2
+    loss = chinchilla_truth(N, D) * np.exp(0.1 * np.maximum(d - 1, 0) + rng.normal(0, 0.01, N.size))
+    runs = pd.DataFrame({"params": N, "tokens": D, "loss": loss})
+    target = {"params": 1.5e9, "tokens": 2e11}
+    glob = bs.fit(runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
+    local = glob.with_discrepancy(0.05).localize(target, **FAST)   # tau: the fit's extrapolation error
+    # each run's known error is tau x its distance from the target (ln units: se / y)
+    np.testing.assert_allclose(local.runs["se"] / local.runs["y"], 0.05 * d, rtol=1e-12)
+    assert local.local["tau"] == 0.05 and local.columns == glob.columns and local.discrepancy == 0.05
+    assert glob.localize(target, tau=0.07, **FAST).discrepancy == 0.0   # keeps the fit's own (none here)
+    band = {name: f.predict(target, levels=(0.9,), seed=0).data for name, f in (("global", glob), ("local", local))}
+    width = {k: float(np.log(b.curve_upper[0, 0] / b.curve_lower[0, 0])) for k, b in band.items()}
+    assert width["local"] > 1.5 * width["global"]
+    truth = chinchilla_truth(1.5e9, 2e11)
+    assert float(band["local"].curve_lower[0, 0]) < truth < float(band["local"].curve_upper[0, 0])
+    back = bs.load_fit(local.save(tmp_path / "local.nc"))
+    assert back.local["tau"] == 0.05 and back.local["targets"].equals(local.local["targets"])
+    with pytest.raises(bs.BayescaleError, match="calibrate the fit first"):
+        glob.localize(target)
+    # recalibrate (the default after fit.calibrate()): the local fit's own extrapolation error is re-estimated by
+    # leave-future-out on the local fit, whose held-out refit keeps the runs' extra errors
+    relocal = glob.with_discrepancy(0.05).localize(target, recalibrate=True, **FAST)
+    assert relocal.local["tau"] == 0.05 and relocal.calibration is not None
+    # the local fit's extrapolation error: its own held-out estimate, never below the global fit's
+    assert relocal.discrepancy == max(relocal.calibration.tau, 0.05)
+    sub = next(iter(relocal.calibration.refits.values()))
+    assert "se" in sub.runs and (sub.runs["se"] > 0).all()

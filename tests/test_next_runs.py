@@ -204,6 +204,7 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
     assert rc == 0
     ranked = pd.read_csv(out)
     assert len(ranked) == 6 and ranked["chosen"].sum() == 2
+    sd_global = float(ranked["target_sd"].iloc[0])
     assert "posterior sd of log loss" in capsys.readouterr().out
     rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
                "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--chains", "2", "--warmup", "300", "--samples", "300",
@@ -214,6 +215,50 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
     rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
                "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--horizon", "-1"])
     assert rc == 2 and "--horizon" in capsys.readouterr().err
+    # a local fit: the candidates' extra error is tau x their distance from the target, as in the API
+    rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
+               "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--chains", "2", "--warmup", "300", "--samples", "300",
+               "--quiet", "--outcomes", "8", "--local", "0.1", "--out", str(out)])
+    assert rc == 0 and "extra error of 0.1 per decade" in capsys.readouterr().out
+    ranked = pd.read_csv(out)
+    # every run is more than a decade from the target: discounted, they leave the target less certain
+    assert len(ranked) == 6 and float(ranked["target_sd"].iloc[0]) > sd_global
+    for bad in ("-1", "x"):
+        rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target",
+                   "N=7e10,D=1.4e12", "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--local", bad])
+        assert rc == 2 and "--local" in capsys.readouterr().err
     rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
                "--chains", "2", "--warmup", "300", "--samples", "300", "--quiet"])
     assert rc == 2 and "--candidates" in capsys.readouterr().err
+
+
+def test_local_fit_gives_candidates_the_same_extra_error(chinchilla_fit, hand_made):
+    """A local fit's candidates carry tau x their distance from the target, like its runs: the duplicate of a small,
+    far run tells less than under the global noise model; an explicit run_error gives the same table."""
+    from bayescale.allocation import posterior_draws
+    from bayescale.discrepancy import distance_from
+
+    tau = 0.1
+    local = chinchilla_fit.localize(TARGET, tau=tau, chains=2, warmup=300, samples=300, progress=False)
+    cand = hand_made.rename(columns={"params": "N", "tokens": "D"})
+    d = distance_from(local.law, cand, pd.DataFrame([TARGET]))
+    assert d[0] > d[1] > 0
+    auto = next_runs(local, hand_made, target=TARGET, seed=0)
+    explicit = next_runs(local, hand_made, target=TARGET, seed=0, run_error=tau * d)
+    pd.testing.assert_frame_equal(auto, explicit)
+    assert auto.attrs["run_error_max"] == pytest.approx(tau * d.max())
+    none = next_runs(local, hand_made, target=TARGET, seed=0, run_error=0.0).set_index("name")
+    by = auto.set_index("name")
+    assert by.loc["duplicate", "expected_var_reduction"] < none.loc["duplicate", "expected_var_reduction"]
+    # the noise model with the extra error, exactly: ln y ~ Normal(ln mu, sqrt(sigma^2 + e^2))
+    dr = posterior_draws(local, max_draws=50)
+    mu = dr.mean(cand)
+    y = mu[:1] * 1.01
+    sd = np.sqrt(dr.sigma[:, None] ** 2 + (tau * d)[None, :] ** 2)
+    from scipy import stats
+    expect = stats.norm.logpdf(np.log(y), np.log(mu), sd) - np.log(y)
+    np.testing.assert_allclose(dr.logpdf(y, mu, tau * d), expect, rtol=1e-10)
+    for bad, match in ((-0.1, "row 0"), ([0.1], "one per candidate"), ("nope", "run_error column"),
+                       ([0.1, np.nan], "row 1")):
+        with pytest.raises(bs.BayescaleError, match=match):
+            next_runs(local, hand_made, target=TARGET, run_error=bad)
