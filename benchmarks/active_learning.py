@@ -1115,7 +1115,9 @@ def _local_reading(sm: dict, where: str) -> str:
             f"{thr['rmsle']:.4f} at {thr['compute_to_reach']['ours_local']:.3g} FLOP and stays there from "
             f"{thr['compute_to_stay']['ours_local']:.3g}. The baselines' rules with the same local fit end at "
             + ", ".join(f"{v:.4f} ({k})" for v, k in loc)
-            + f". Ours / best baseline, compute to first reach and to stay at each level: {lv}.")
+            + f". Ours / best baseline, compute to first reach and to stay at each level: {lv}. These are the replay's "
+            "short fits; `benchmarks/replay_rescore.py` refits the same run sets carefully (section \"Replay "
+            "re-scored\").")
 
 
 def _error_table(sm: dict, unit: str) -> list[str]:
