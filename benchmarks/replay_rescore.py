@@ -12,6 +12,7 @@ the posterior predictive median at the 23 held-out runs; pooled over the start s
 
     python -m benchmarks.replay_rescore [--suite starts,starts_dn1] [--checkpoints 12] [--draws 500] [--workers 2]
     python -m benchmarks.replay_rescore --table   # summary and RESULTS.md section again from the JSON
+    python -m benchmarks.replay_rescore --table --feasibility 320   # + random designs: can any choice do it?
 """
 
 from __future__ import annotations
@@ -97,6 +98,68 @@ def rescore_world(args) -> dict:
     return out
 
 
+def _design(args) -> dict:
+    """One random design from start set ``w``: the start plus pool runs in random order while the total stays under
+    ``cap``, fitted locally like the local strategies' careful fits."""
+    i, w, cap, suite, draws, retries = args
+    from benchmarks.active_learning import _pool_tau, _score, _starts_setup
+
+    st = _starts_setup(w, 1.0 if suite == "starts_dn1" else 0.0)
+    pool, chosen = st["pool"], list(st["start"])
+    total = float(pool.loc[chosen, "cost"].sum())
+    for j in np.random.default_rng(10_000 + i).permutation([k for k in pool.index if k not in chosen]):
+        if total + pool.loc[j, "cost"] <= cap:
+            chosen.append(int(j))
+            total += float(pool.loc[j, "cost"])
+    f, rhat, _ = _careful_fit(pool.loc[chosen], st, _pool_tau(pool, st["law"], st["inputs"]), draws, 5000 + i, retries)
+    err = _score(f, st["target"], st["y_true"], 0)[0]
+    return {"start_set": w, "compute": total, "runs": len(chosen), "rmsle": err, "max_rhat": rhat}
+
+
+def feasibility(res: dict, suite: str, n: int, draws: int, retries: int, workers: int) -> dict:
+    """Is the threshold reachable with half the best baseline's compute by *any* choice of runs? ``n`` random
+    designs (start set i mod 16; budget log-uniform from twice the start's compute to twice the best baseline's
+    compute to stay at the threshold), each fitted locally and carefully; the share at or below the threshold among those spending
+    at most half the best baseline's compute to first reach / to stay."""
+    thr = res["suites"][suite]["summary"]["rescored"]["levels"]["threshold"]
+    stay = thr["compute_to_stay"][thr["best_baseline_stay"]]
+    worlds = len(res["suites"][suite]["worlds"])
+    rng = np.random.default_rng(0)
+    base = min(t[0]["compute"] for w in res["suites"][suite]["worlds"] for t in w.values())
+    jobs = [(i, i % worlds, float(np.exp(rng.uniform(np.log(2 * base), np.log(2 * stay)))), suite, draws, retries)
+            for i in range(n)]
+    if workers > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(workers) as pool:
+            rows = pool.map(_design, jobs, chunksize=4)
+    else:
+        rows = [_design(j) for j in jobs]
+    return {"designs": rows, "threshold": thr["rmsle"], "reach": thr["compute_to_reach"][thr["best_baseline"]],
+            "stay": stay, "draws": draws}
+
+
+def _feasibility_text(fz: dict) -> str:
+    rm = np.array([r["rmsle"] for r in fz["designs"]])
+    comp = np.array([r["compute"] for r in fz["designs"]])
+    parts = []
+    for name in ("reach", "stay"):
+        half = comp <= 0.5 * fz[name]
+        if half.any():
+            q5, q50 = np.quantile(rm[half], [0.05, 0.5])
+            parts.append(f"of the {int(half.sum())} spending at most half the best baseline's compute to "
+                         f"{'reach' if name == 'reach' else 'stay at'} it "
+                         f"({0.5 * fz[name]:.3g} FLOP), {int((rm[half] <= fz['threshold']).sum())} reach it (5th "
+                         f"percentile {q5:.4f}, median {q50:.4f})")
+    more = comp > fz["stay"]
+    if more.any():
+        parts.append(f"of the {int(more.sum())} spending more than the best baseline's compute to stay at it, "
+                     f"{int((rm[more] <= fz['threshold']).sum())} reach it (median {np.median(rm[more]):.4f})")
+    return (f"Any choice of runs (`{fz['command']}`): {len(rm)} random designs (a start set plus pool runs in random "
+            f"order under a log-uniform budget), each fitted locally with careful fits; threshold {fz['threshold']:.4f}: "
+            + "; ".join(parts) + ".")
+
+
 def summarize(worlds: list[dict]) -> dict:
     """Pooled curves (root mean square over start sets of the error held at each compute), the threshold (the best
     baseline's pooled error at the end of its protocol), and each strategy's compute to first reach and to stay at
@@ -157,6 +220,8 @@ def markdown(res: dict) -> str:
                   "looser levels: 0.5, 0.3, 0.2 x the start's. Ours / best baseline, compute to first reach: "
                   + _ratio_text(sm["levels"], ours, "reach") + ". To stay at or below (to the end of every "
                   "strategy's budget): " + _ratio_text(sm["levels"], ours, "stay") + ". Goal: <= 0.5x.", ""]
+        if r.get("feasibility"):
+            lines += [_feasibility_text(r["feasibility"]), ""]
     lines.append(END)
     return "\n".join(lines)
 
@@ -170,11 +235,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worlds", type=int, default=None, help="first N start sets only (quick checks)")
     ap.add_argument("--table", action="store_true", help="rebuild the summary and RESULTS.md section from the JSON")
+    ap.add_argument("--feasibility", type=int, default=0,
+                    help="with --table: add this many random designs per suite (fitted like the local strategies)")
     args = ap.parse_args(argv)
     if args.table:
         res = json.loads((OUT / "replay_rescore.json").read_text())
-        for r in res["suites"].values():
+        for suite, r in res["suites"].items():
             r["summary"] = summarize(r["worlds"])
+            if args.feasibility and suite in args.suite.split(","):
+                r["feasibility"] = feasibility(res, suite, args.feasibility, args.draws, args.retries, args.workers)
+                r["feasibility"]["command"] = ("python -m benchmarks.replay_rescore "
+                                               + " ".join(sys.argv[1:] if argv is None else argv))
         (OUT / "replay_rescore.json").write_text(json.dumps(res, indent=1, default=float))
         update_markdown(RESULTS_MD, markdown(res), START, END)
         return res
