@@ -779,8 +779,9 @@ def _markdown(result: dict) -> str:
         lines += ["### IC curves, NSL-PFN protocol (start 4 smallest x, +5 runs (up to 12), target: held-out split; "
                   "law M2; compute to reach the threshold, in seen examples)", "",
                   ]
-        variants = [o for o in OURS if o in next(iter(r["curves"].values()))["traces"]]
-        cols = [*variants, *BASELINES]
+        first = next(iter(r["curves"].values()))["traces"]
+        variants = [o for o in OURS if o in first]
+        cols = [*variants, *BASELINES, *(b for b in first if b.endswith("+local"))]
         lines += ["| curve | threshold | " + " | ".join(cols) + " | " + " | ".join(f"{o} / best" for o in variants)
                   + " |", "|---|---|" + "---|" * (len(cols) + len(variants))]
         for c, v in r["curves"].items():
