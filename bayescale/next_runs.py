@@ -442,7 +442,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``,
     ``reduction_se`` (its Monte Carlo error), ``score`` (variance reduction less one Monte Carlo error, per unit
     cost: a gain within simulation noise scores 0), ``ess_median``/``ess_min`` (importance weights), ``candidate_sd`` (predictive
-    sd of the log outcome there: "most uncertain point"), ``chosen`` and ``batch`` (1..k, greedy order).
+    sd of the log outcome there: "most uncertain point"), ``run_error`` (the extra error used, when there is one),
+    ``chosen`` and ``batch`` (1..k, greedy order).
     """
     from bayescale.compare import ModelAverage
     from bayescale.fit import Fit
@@ -530,6 +531,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"] ** float(cost_power)
     out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
     out["candidate_sd"] = pred_sd
+    if extra is not None:
+        out["run_error"] = np.broadcast_to(np.asarray(extra, float), (len(out),))  # ln units, as the fit will see it
     if target_sd is not None:
         out["reaches_target_sd"] = (first["var_after"] + np.nan_to_num(first["gain_se"])) <= target_sd**2
     if plans is not None:

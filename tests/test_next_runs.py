@@ -247,6 +247,7 @@ def test_local_fit_gives_candidates_the_same_extra_error(chinchilla_fit, hand_ma
     explicit = next_runs(local, hand_made, target=TARGET, seed=0, run_error=tau * d)
     pd.testing.assert_frame_equal(auto, explicit)
     assert auto.attrs["run_error_max"] == pytest.approx(tau * d.max())
+    np.testing.assert_allclose(auto.set_index("name").loc[list(hand_made["name"]), "run_error"], tau * d, rtol=1e-12)
     none = next_runs(local, hand_made, target=TARGET, seed=0, run_error=0.0).set_index("name")
     by = auto.set_index("name")
     assert by.loc["duplicate", "expected_var_reduction"] < none.loc["duplicate", "expected_var_reduction"]
