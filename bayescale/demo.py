@@ -25,6 +25,7 @@ def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
 
     import bayescale as bs
     from bayescale import datasets
+    from bayescale import scoring
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -78,7 +79,7 @@ def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
     loc = cal.localize(test[["N", "D"]], warmup=n, samples=n)
     loc_b = loc.predict(test[["N", "D"]], levels=(0.5, 0.9), seed=seed)
     loc_cov50, loc_cov90 = (float(loc_b.covers(obs, lv).mean()) for lv in (0.5, 0.9))
-    loc_rmsle = float(np.sqrt(np.mean(np.log(loc_b["run_median"].values / obs) ** 2)))
+    loc_rmsle = float(scoring.rmsle(loc_b["run_median"].values, obs))
     ll_loc = float(loc.log_predictive_density(test[["N", "D"]], obs, seed=seed).mean())
     print(f"Fitted locally around the runs to predict (each fitted run carries {cal.discrepancy:.3f} x its distance "
           f"in decades from them; its own extrapolation error, re-estimated the same way, {loc.discrepancy:.3f}): "

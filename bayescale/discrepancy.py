@@ -32,7 +32,7 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 
 from bayescale.errors import RunTableError
-from bayescale.runs import distance_beyond
+from bayescale.runs import distance_beyond, scales_for
 
 __all__ = ["Calibration", "calibrate", "calibrate_many", "estimate_tau", "distance_from"]
 
@@ -138,12 +138,8 @@ def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int |
 def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray:
     """How far each point of ``frame`` lies from the range of ``targets``: max over inputs, in decades (log inputs)
     or units (linear inputs); 0 inside the targets' range."""
-    d = np.zeros(len(frame))
-    for inp in law.inputs:
-        f = np.log10 if inp.scale == "log" else np.asarray
-        x, t = f(frame[inp.name].to_numpy(float)), f(targets[inp.name].to_numpy(float))
-        d = np.maximum(d, np.maximum(t.min() - x, 0) + np.maximum(x - t.max(), 0))
-    return d
+    # the targets' range plays the fitted runs' part in distance_beyond (their y is not needed: a placeholder)
+    return distance_beyond(law, frame, scales_for(law, targets.assign(y=1.0)))
 
 
 def discrepancy_draws(law, frame, scales, tau: float, n_draws: int, key) -> np.ndarray:

@@ -532,7 +532,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
     out["candidate_sd"] = pred_sd
     if extra is not None:
-        out["run_error"] = np.broadcast_to(np.asarray(extra, float), (len(out),))  # ln units, as the fit will see it
+        out["run_error"] = extra  # (C,), ln units, as the fit will see it
     if target_sd is not None:
         out["reaches_target_sd"] = (first["var_after"] + np.nan_to_num(first["gain_se"])) <= target_sd**2
     if plans is not None:
