@@ -18,7 +18,7 @@ import xarray as xr
 
 from bayescale.errors import FitFileError
 from bayescale.laws import Law, Scales, get_law
-from bayescale.model import build_model, check_likelihood, noise_dist
+from bayescale.model import batch_pad_length, build_model, check_likelihood, curve_data, noise_dist, pad_length
 from bayescale.runs import RunData, distance_beyond, prepare_runs, query_points, scales_for, transform_inputs
 from bayescale.sampler import SamplerSettings, run_nuts
 
@@ -26,43 +26,6 @@ __all__ = ["Fit", "FitMany", "fit", "fit_many", "load_fit"]
 
 DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
 RHAT_MAX, ESS_MIN = 1.01, 400
-
-
-def _pad_len(n: int) -> int:
-    """Pad curves to a few sizes so that fits of similar length reuse one compiled program."""
-    return max(8, 1 << (n - 1).bit_length())
-
-
-def _batch_pad_len(n: int) -> int:
-    """Padded length for :func:`fit_many`, where one program serves every batch: the next multiple of 8."""
-    return -(-n // 8) * 8
-
-
-def _curve_data(law: Law, frame: pd.DataFrame, n_pad: int):
-    scales = scales_for(law, frame)
-    n = len(frame)
-    t = transform_inputs(law, {k: frame[k].to_numpy() for k in law.input_names}, scales.center)
-    pad = n_pad - n
-
-    def padded(a, fill):
-        return np.concatenate([np.asarray(a, float), np.full(pad, fill)])
-
-    y = frame["y"].to_numpy(float)
-    data = {
-        "t": {k: padded(v, v.mean() if n else 0.0) for k, v in t.items()},
-        "y": padded(y, np.median(y)),
-        "se": padded(frame["se"].to_numpy(float) if "se" in frame else np.zeros(n), 0.0),
-        "mask": np.concatenate([np.ones(n, bool), np.zeros(pad, bool)]),
-        "scales": jax.tree.map(lambda v: np.asarray(v, float), scales),
-    }
-    return data, scales
-
-
-def _settings(chains, warmup, samples, law: Law | None = None, **kw) -> SamplerSettings:
-    """Sampler settings; the law's own ``target_accept`` applies unless ``kw`` gives one."""
-    if law is not None:
-        kw.setdefault("target_accept", law.target_accept)
-    return SamplerSettings(num_chains=chains, num_warmup=warmup, num_samples=samples, **kw)
 
 
 class Fit:
@@ -407,13 +370,13 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
                         progress=progress, **sampler)
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
-    return _fit_prepared(rd, df, _settings(chains, warmup, samples, rd.law, **sampler), seed, progress)
+    return _fit_prepared(rd, df, SamplerSettings.for_law(rd.law, chains, warmup, samples, **sampler), seed, progress)
 
 
 def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None) -> Fit:
     law = rd.law
     frame = rd.curve(group).drop(columns=["group"], errors="ignore").reset_index(drop=True)
-    data, scales = _curve_data(law, frame, _pad_len(len(frame)))
+    data, scales = curve_data(law, frame, pad_length(len(frame)))
     model = build_model(law, rd.likelihood, df)
     samples, ll, stats, vbest = run_nuts(model, data, jax.random.PRNGKey(seed), settings, len(law.params) + 1,
                                          progress=progress, label=f"NUTS {law.name}")
@@ -480,11 +443,11 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
     law = rd.law
-    settings = _settings(chains, warmup, samples, law, **sampler)
+    settings = SamplerSettings.for_law(law, chains, warmup, samples, **sampler)
     groups = rd.groups
     frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
-    n_pad = _batch_pad_len(max(len(f) for f in frames))
-    built = [_curve_data(law, f, n_pad) for f in frames]
+    n_pad = batch_pad_length(max(len(f) for f in frames))
+    built = [curve_data(law, f, n_pad) for f in frames]
     model = build_model(law, rd.likelihood, df)
     if batch_size is None:
         batch_size = 1 if jax.default_backend() == "cpu" else len(groups)
@@ -509,7 +472,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
         f = Fit(law, idata, built[i][1], frame, rd.columns, rd.likelihood, df, seed, settings, group=g,
                 map_potential=float(vbest))
         if refit_flagged and not f.ok:
-            retry = _settings(chains, 2 * warmup, samples, law, **sampler)
+            retry = SamplerSettings.for_law(law, chains, 2 * warmup, samples, **sampler)
             f2 = _fit_prepared(rd, df, retry, seed + 1000 + i, progress=False, group=g)
             refitted.append(g)
             if len(f2.warnings) <= len(f.warnings):

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayescale.fit import Fit, _settings
+from bayescale.fit import Fit
+from bayescale.sampler import SamplerSettings
 from bayescale.laws import Input, Law, Param
 from bayescale.runs import query_points, scales_for
 
@@ -210,7 +211,7 @@ def fit_pymc(model, *, inputs, y: str = "y", mu: str = "mu", chains: int = 4, wa
                          f"{mu!r} must be computed from the pm.Data inputs and the observed variable declared with "
                          f"shape={mu}.shape (e.g. pm.Normal({y!r}, mu, sigma, observed=..., shape=mu.shape))")
 
-    settings = _settings(chains, warmup, samples, target_accept=target_accept,
+    settings = SamplerSettings.for_law(None, chains, warmup, samples, target_accept=target_accept,
                          **{k: nuts[k] for k in ("max_tree_depth", "dense_mass") if k in nuts})
     # One CPU device: chains one after another is quicker than NumPyro's vmapped chains (every chain waits for
     # the longest trajectory); on an accelerator the vmapped chains share it.

@@ -31,7 +31,7 @@ from numpyro.infer.hmc import hmc
 from jax.sharding import Mesh, PartitionSpec
 from numpyro.infer.util import constrain_fn, log_likelihood, potential_energy
 
-__all__ = ["SamplerSettings", "run_nuts"]
+__all__ = ["SamplerSettings", "prior_draw", "run_nuts"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,13 @@ class SamplerSettings:
     opt_steps: int = 400
     laplace_mass: bool = True
 
+    @classmethod
+    def for_law(cls, law=None, chains: int = 4, warmup: int = 1000, samples: int = 1000, **kw) -> "SamplerSettings":
+        """Settings for fitting ``law``: its own ``target_accept`` applies unless ``kw`` gives one."""
+        if law is not None:
+            kw.setdefault("target_accept", law.target_accept)
+        return cls(num_chains=chains, num_warmup=warmup, num_samples=samples, **kw)
+
     def __post_init__(self):
         if self.num_chains < 1 or self.num_samples < 1 or self.num_warmup < 0:
             raise ValueError("need chains >= 1, samples >= 1 and warmup >= 0")
@@ -62,7 +69,7 @@ class SamplerSettings:
             raise ValueError(f"target_accept must lie in (0, 1), got {self.target_accept}")
 
 
-def _prior_z(model, key, data):
+def prior_draw(model, key, data):
     """One prior draw, mapped to the unconstrained space NUTS works in."""
     tr = trace(seed(model, key)).get_trace(data)
     return {name: biject_to(site["fn"].support).inv(site["value"])
@@ -136,7 +143,7 @@ def _starts(model, settings: SamplerSettings, key, data):
     """Multi-start MAP: chain starting points (a pytree with a leading chain axis) and the best potential found."""
     k_init, k_jit = jax.random.split(key)
     pe = partial(potential_energy, model, (data,), {})
-    z0 = jax.vmap(lambda k: _prior_z(model, k, data))(jax.random.split(k_init, settings.n_starts))
+    z0 = jax.vmap(lambda k: prior_draw(model, k, data))(jax.random.split(k_init, settings.n_starts))
     if settings.opt_steps > 0:
         z_opt, v_opt = jax.vmap(lambda z: _optimize(pe, z, settings.opt_steps))(z0)
     else:  # plain prior draws (for comparison: `benchmarks/init.py`)

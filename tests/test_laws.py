@@ -180,10 +180,9 @@ def test_m4_implicit_solve_is_exact_with_implicit_gradients():
 def test_law_target_accept_is_the_default_and_the_caller_overrides_it():
     import dataclasses
 
-    from bayescale.fit import _settings
     from bayescale.sampler import SamplerSettings
 
     law = dataclasses.replace(bs.get_law("M2"), name="M2_curved", target_accept=0.97)
-    assert _settings(4, 10, 10, law).target_accept == 0.97
-    assert _settings(4, 10, 10, law, target_accept=0.8).target_accept == 0.8
-    assert _settings(4, 10, 10).target_accept == SamplerSettings().target_accept
+    assert SamplerSettings.for_law(law, 4, 10, 10).target_accept == 0.97
+    assert SamplerSettings.for_law(law, 4, 10, 10, target_accept=0.8).target_accept == 0.8
+    assert SamplerSettings.for_law(None, 4, 10, 10).target_accept == SamplerSettings().target_accept
