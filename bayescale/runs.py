@@ -21,7 +21,7 @@ import pandas as pd
 from bayescale.errors import RunTableError
 from bayescale.laws import Law, Scales, get_law
 
-__all__ = ["RunData", "prepare_runs", "read_runs", "query_points"]
+__all__ = ["RunData", "distance_beyond", "outside", "prepare_runs", "query_points", "read_runs", "scales_for", "transform_inputs"]
 
 Z95 = 1.959963984540054
 
@@ -258,11 +258,18 @@ def query_points(law: Law, at, columns: dict | None = None) -> pd.DataFrame:
     return frame
 
 
+def outside(t, lo, hi, scale: str = "log") -> np.ndarray:
+    """How far transformed inputs ``t`` lie outside ``[lo, hi]``: decades for a log-scale input (``t`` in ln
+    units), units for a linear one; 0 inside. Broadcasts."""
+    t, lo, hi = np.asarray(t, float), np.asarray(lo, float), np.asarray(hi, float)
+    over = np.maximum(t - hi, 0) + np.maximum(lo - t, 0)
+    return over / math.log(10) if scale == "log" else over
+
+
 def distance_beyond(law: Law, frame: pd.DataFrame, scales: Scales) -> np.ndarray:
-    """How far each query point lies outside the fitted range: max over inputs, in decades (log) or units."""
+    """How far each query point lies outside the fitted range: max over inputs of :func:`outside`."""
     t = transform_inputs(law, {n: frame[n] for n in law.input_names}, scales.center)
     d = np.zeros(len(frame))
     for inp in law.inputs:
-        over = np.maximum(t[inp.name] - scales.hi[inp.name], 0) + np.maximum(scales.lo[inp.name] - t[inp.name], 0)
-        d = np.maximum(d, over / math.log(10) if inp.scale == "log" else over)
+        d = np.maximum(d, outside(t[inp.name], scales.lo[inp.name], scales.hi[inp.name], inp.scale))
     return d
