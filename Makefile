@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-tests bench-extrapolation venv clean
+.PHONY: demo test bench bench-tests bench-extrapolation bench-replay bench-pfn bench-tables bench-check venv clean
 
 $(STAMP): pyproject.toml
 	@set -e; \
@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	  base=$$(PYTHON="$(PYTHON)" sh scripts/find-python); \
 	  echo "creating $(VENV) with $$base"; rm -rf $(VENV); "$$base" -m venv $(VENV); \
 	fi; \
+	echo "installing bayescale and its dependencies into $(VENV) (once; a few minutes)"; \
 	$(PY) -m pip install --quiet --upgrade pip; \
 	$(PY) -m pip install --quiet -e '.[test]'; \
 	touch $(STAMP)
@@ -28,22 +29,39 @@ test: $(STAMP)
 bench-tests: $(STAMP)
 	JAX_PLATFORMS=cpu $(PY) -m pytest -q -m slow
 
-# Benchmarks write benchmarks/results/*.json and benchmarks/RESULTS.md.
+# Every table of benchmarks/RESULTS.md is the output of one command below (it names it above the table);
+# `bench-tables` renders them all again from benchmarks/results/*.json without rerunning anything.
 bench: $(STAMP)
 	$(PY) -m benchmarks.speed
-	$(PY) -m benchmarks.batching
+	$(PY) -m benchmarks.batching --sizes 1,4,16 --curves 16
 	$(PY) -m benchmarks.init
-	$(PY) -m benchmarks.init --laws BNSL2 --curves 12 --target-accept 0.9,0.99
 	$(PY) -m benchmarks.coverage
+	$(PY) -m benchmarks.local_fit --worlds 16 --draws 500
+	$(PY) -m benchmarks.report_screenshot
 
-# Extrapolation on real data (benchmarks/extrapolation.py): the standard set, then the RESULTS.md tables.
-EXTRAP := $(PY) -m benchmarks.extrapolation
+# Extrapolation on real data: every suite and method of STANDARD in benchmarks/extrapolation.py, tables and plots.
 bench-extrapolation: $(STAMP)
-	for m in nuts:M4 nuts:M2 nuts:M3 ls:M4 boot:M4 bma; do $(EXTRAP) --suite revisiting --method $$m || exit 1; done
-	$(EXTRAP) --suite chinchilla --method all
-	$(EXTRAP) --suite gadre --method all
-	for m in nuts:M4 nuts:M2 ls:M4 boot:M4 bma; do $(EXTRAP) --suite colpret --method $$m --limit 16 || exit 1; done
-	$(EXTRAP) --table
+	$(PY) -m benchmarks.extrapolation --standard
+
+# Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
+bench-replay: $(STAMP)
+	$(PY) -m benchmarks.active_learning
+	$(PY) -m benchmarks.replay_rescore
+
+# The PFN section, which benchmarks/pfn.py writes whole.
+bench-pfn: $(STAMP)
+	$(PY) -m benchmarks.pfn --curves 1024 --nuts-curves 128 --draws 1000 --nuts-cache benchmarks/results/cache/pfn_nuts_matched.npz
+
+bench-tables: $(STAMP)
+	$(PY) -m benchmarks.tables
+
+# The tables match their result files; the benchmarks' own bookkeeping checks and quick runs (a few minutes).
+bench-check: $(STAMP)
+	$(PY) -m benchmarks.tables --check
+	$(PY) -m benchmarks.tables --self-check
+	$(PY) -m benchmarks.replay_rescore --self-check
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.extrapolation --self-check
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.speed --self-check
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

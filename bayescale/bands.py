@@ -18,7 +18,35 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["Bands", "make_bands", "make_bands_from_quantiles"]
+from bayescale.errors import SettingError
+from bayescale.posterior import PosteriorDraws
+
+__all__ = ["DEFAULT_LEVELS", "Bands", "bands_from_draws", "check_levels", "make_bands", "make_bands_from_quantiles",
+           "summarize_draws"]
+
+DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
+
+
+def check_levels(levels) -> list[float]:
+    """Central-interval probabilities, sorted, each strictly in (0, 1) and distinct; a clear error otherwise."""
+    try:
+        out = sorted(float(v) for v in np.atleast_1d(np.asarray(levels, dtype=float)))
+    except (TypeError, ValueError):
+        raise SettingError(f"levels must be numbers strictly between 0 and 1 (e.g. 0.5, 0.9), got {levels!r}") from None
+    if not out or any(not 0 < v < 1 for v in out):
+        raise SettingError(f"levels must lie strictly between 0 and 1, got {out}")
+    if len(set(out)) < len(out):
+        raise SettingError(f"levels must be distinct, got {out}")
+    return out
+
+
+def summarize_draws(ds: xr.Dataset, name: str, draws: np.ndarray, levels: list[float], dim: str) -> None:
+    """Add ``{name}_median``, ``_mean`` (dim) and central intervals ``_lower``/``_upper`` (level, dim) of
+    ``draws`` (S, n) to ``ds``."""
+    ds[f"{name}_median"] = (dim, np.median(draws, axis=0))
+    ds[f"{name}_mean"] = (dim, draws.mean(axis=0))
+    ds[f"{name}_lower"] = (("level", dim), np.quantile(draws, [(1 - v) / 2 for v in levels], axis=0))
+    ds[f"{name}_upper"] = (("level", dim), np.quantile(draws, [(1 + v) / 2 for v in levels], axis=0))
 
 
 class Bands:
@@ -79,7 +107,7 @@ class Bands:
 
     def plot(self, x: str | None = None, observed=None, ax=None, path=None, **kw):
         """Median and shaded run bands against input ``x`` on log axes (see :func:`bayescale.plots.plot_bands`)."""
-        from bayescale.plots import plot_bands
+        from bayescale.plots import plot_bands  # defers matplotlib to the first plot
 
         return plot_bands(self, x=x, observed=observed, ax=ax, path=path, **kw)
 
@@ -87,24 +115,17 @@ class Bands:
 def make_bands(frame: pd.DataFrame, mu: np.ndarray, obs: np.ndarray, levels, *, beyond=None, law: str = "",
                method: str = "", y: str = "y", columns: dict | None = None) -> Bands:
     """Summarise draws (S, points) of the mean curve ``mu`` and of new runs ``obs`` into :class:`Bands`."""
-    levels = sorted(float(lv) for lv in levels)
-    if any(not 0 < lv < 1 for lv in levels):
-        raise ValueError(f"levels must lie strictly between 0 and 1, got {levels}")
+    levels = check_levels(levels)
     for name, arr in (("mean curve", mu), ("new run", obs)):
         bad = ~np.isfinite(arr).all(axis=0)
         if bad.any():
             raise FloatingPointError(
                 f"the {name} draws are NaN/inf at {int(bad.sum())} query point(s) (first: {frame.iloc[int(np.flatnonzero(bad)[0])].to_dict()}); "
                 "the law is undefined there (e.g. outside its input range)")
-    q_lo = [(1 - lv) / 2 for lv in levels]
-    q_hi = [(1 + lv) / 2 for lv in levels]
     coords = {"point": np.arange(len(frame)), "level": levels, **{k: ("point", frame[k].to_numpy()) for k in frame.columns}}
     ds = xr.Dataset(coords=coords)
     for kind, draws in (("curve", mu), ("run", obs)):
-        ds[f"{kind}_median"] = ("point", np.median(draws, axis=0))
-        ds[f"{kind}_mean"] = ("point", draws.mean(axis=0))
-        ds[f"{kind}_lower"] = (("level", "point"), np.quantile(draws, q_lo, axis=0))
-        ds[f"{kind}_upper"] = (("level", "point"), np.quantile(draws, q_hi, axis=0))
+        summarize_draws(ds, kind, draws, levels, "point")
     beyond = np.zeros(len(frame)) if beyond is None else np.asarray(beyond, float)
     ds["beyond"] = ("point", beyond)
     ds["extrapolation"] = ("point", beyond > 0)
@@ -124,8 +145,7 @@ def make_bands_from_quantiles(frame: pd.DataFrame, median, mean, lower, upper, l
     repeat ``run_*``; ``curve_note`` (stored in the attrs) should say so.
     """
     levels = [float(lv) for lv in levels]
-    if any(not 0 < lv < 1 for lv in levels):
-        raise ValueError(f"levels must lie strictly between 0 and 1, got {levels}")
+    check_levels(levels)
     order = np.argsort(levels)
     lower, upper = np.asarray(lower, float)[order], np.asarray(upper, float)[order]
     coords = {"point": np.arange(len(frame)), "level": sorted(levels),
@@ -145,3 +165,18 @@ def make_bands_from_quantiles(frame: pd.DataFrame, median, mean, lower, upper, l
     if columns:
         ds.attrs["columns"] = ",".join(f"{k}={v}" for k, v in columns.items())
     return Bands(ds)
+
+
+def bands_from_draws(draws: PosteriorDraws, frame: pd.DataFrame, levels=DEFAULT_LEVELS, seed: int = 0, *,
+                     method: str, columns: dict | None = None, law: str | None = None) -> Bands:
+    """:class:`Bands` of :class:`~bayescale.posterior.PosteriorDraws` at the query points ``frame`` (law input
+    columns): the curve with its extrapolation error and new runs (:meth:`PosteriorDraws.predictive`). The attrs
+    record the extrapolation error used (``discrepancy_tau``: ln-units per decade beyond the runs, per law when
+    the draws mix several)."""
+    mu, obs = draws.predictive(frame, seed)
+    out = make_bands(frame, mu, obs, levels, beyond=draws.beyond(frame), law=law or draws.source, method=method,
+                     y=(columns or {}).get("y", "y"), columns=columns)
+    taus = draws.taus
+    out.data.attrs["discrepancy_tau"] = (next(iter(taus.values())) if len(taus) == 1
+                                         else ",".join(f"{k}:{v:g}" for k, v in taus.items()))
+    return out

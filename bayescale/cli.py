@@ -10,8 +10,12 @@ import argparse
 import json
 import sys
 
+import numpy as np
+import pandas as pd
 
+import bayescale as bs
 from bayescale.errors import BayescaleError
+from bayescale.runs import read_runs
 
 
 def _inputs(law, spec: str) -> dict:
@@ -33,8 +37,6 @@ def _levels(spec: str) -> tuple[float, ...]:
 
 
 def _print_table(df, as_json: bool, extra: dict | None = None):
-    import pandas as pd
-
     if as_json:
         print(json.dumps({**(extra or {}), "rows": json.loads(df.to_json(orient="records"))}, indent=2, default=float))
     else:
@@ -43,15 +45,11 @@ def _print_table(df, as_json: bool, extra: dict | None = None):
 
 
 def cmd_laws(args) -> int:
-    import pandas as pd
-
-    from bayescale.laws import list_laws
-
     rows = [{"name": law.name, "inputs": ",".join(law.input_names), "formula": law.formula,
              "parameters": ",".join(law.param_names), "min_points": law.needs_points,
              "y_range": f"[{law.y_range[0]:g}, {law.y_range[1]:g}]", "target_accept": law.target_accept,
              "description": law.description}
-            for law in list_laws()]
+            for law in bs.list_laws()]
     _print_table(pd.DataFrame(rows).set_index("name") if not args.json else pd.DataFrame(rows), args.json)
     return 0
 
@@ -70,8 +68,6 @@ def _fit_kwargs(args, law) -> dict:
 
 
 def cmd_fit(args) -> int:
-    import bayescale as bs
-
     law = bs.get_law(args.law)
     f = bs.fit(args.runs, law, group=args.group, **_fit_kwargs(args, law))
     fits = f if isinstance(f, dict) else {None: f}
@@ -125,8 +121,6 @@ def _localized(f, local, target, refit: dict):
 
 
 def cmd_predict(args) -> int:
-    import bayescale as bs
-
     if args.method == "pfn":
         if args.local is not None:
             raise BayescaleError("--local refits a NUTS fit; it does not apply to --method pfn")
@@ -153,7 +147,7 @@ def cmd_predict(args) -> int:
 
 
 def _predict_pfn(args) -> int:
-    from bayescale.pfn.infer import predict as pfn_predict
+    from bayescale.pfn.infer import predict as pfn_predict  # defer heavy imports
 
     if not args.x:
         raise BayescaleError("--method pfn needs --x <column> (the one input) and --y <column>")
@@ -174,7 +168,7 @@ def _predict_pfn(args) -> int:
 
 
 def cmd_pfn_train(args) -> int:
-    from bayescale.pfn.train import train
+    from bayescale.pfn.train import train  # defer heavy imports
 
     prior = {k: v for k, v in (("bump_share", args.bump_share), ("wide_noise_share", args.wide_noise_share))
              if v is not None}
@@ -189,15 +183,13 @@ def cmd_pfn_train(args) -> int:
 
 
 def cmd_pfn_calibrate(args) -> int:
-    from bayescale.pfn.calibrate import fit_recalibration
+    from bayescale.pfn.calibrate import fit_recalibration  # defer heavy imports
 
     fit_recalibration(args.weights, n_curves=args.curves, **({} if args.seed is None else {"seed": args.seed}))
     return 0
 
 
 def cmd_compare(args) -> int:
-    import bayescale as bs
-
     laws = [bs.get_law(n) for n in args.laws.split(",")]
     fits = {law.name: bs.fit(args.runs, law, **_fit_kwargs(args, law)) for law in laws}
     table = bs.compare(fits)
@@ -206,7 +198,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from bayescale.demo import run_demo
+    from bayescale.demo import run_demo  # defer heavy imports
 
     run_demo(out_dir=args.out, seed=args.seed, quick=args.quick)
     return 0
@@ -214,7 +206,7 @@ def cmd_demo(args) -> int:
 
 def _grid_axis(spec: str):
     """``N=1e8:1e10:5`` (5 log-spaced values) or ``N=1e8,3e8,1e9`` -> (name, values)."""
-    from bayescale.report import parse_size
+    from bayescale.decisions import parse_size  # defer heavy imports
 
     if "=" not in spec:
         raise BayescaleError(f"--grid {spec!r}: write NAME=LO:HI:COUNT (log-spaced) or NAME=V1,V2,...")
@@ -223,17 +215,12 @@ def _grid_axis(spec: str):
         parts = vals.split(":")
         if len(parts) != 3:
             raise BayescaleError(f"--grid {spec!r}: a range is LO:HI:COUNT, e.g. N=1e8:1e10:5")
-        import numpy as np
-
         return name, np.geomspace(parse_size(parts[0]), parse_size(parts[1]), int(parts[2]))
     return name, [parse_size(v) for v in vals.split(",") if v.strip()]
 
 
 def cmd_next_runs(args) -> int:
-    import pandas as pd
-
-    import bayescale as bs
-    from bayescale.next_runs import candidate_grid, next_runs
+    from bayescale.decisions import SearchOptions, candidate_grid, next_runs, parse_target  # defer heavy imports
 
     law = bs.get_law(args.law)
     if args.horizon is not None and not (args.horizon > 0 and args.horizon < float("inf")):
@@ -246,20 +233,17 @@ def cmd_next_runs(args) -> int:
         raise BayescaleError("give the candidate runs either as --candidates FILE (CSV/Parquet) or as --grid "
                              "N=1e8:1e10:5 --grid D=1e9:1e11:5 (one per input)")
     if args.candidates:
-        from bayescale.runs import read_runs
-
         cands = read_runs(args.candidates)
     else:
         cands = candidate_grid(**dict(_grid_axis(g) for g in args.grid))
     kw = _fit_kwargs(args, law)
     f = bs.fit(args.runs, law, **kw)
     if local is not None:
-        from bayescale.next_runs import parse_target
-
         f = _localized(f, local, parse_target(args.target, law, f.columns)[1],
                        {k: kw[k] for k in ("chains", "warmup", "samples", "seed") if k in kw})
+    search = SearchOptions(n_outcomes=args.outcomes, target_sd=args.target_sd, horizon=args.horizon)
     table = next_runs(f, cands, target=args.target, budget=args.budget, k=args.k, cost=args.cost, seed=args.seed,
-                      n_outcomes=args.outcomes, target_sd=args.target_sd, horizon=args.horizon)
+                      search=search)
     if args.out:
         table.to_csv(args.out, index=False)
     if not args.json:
@@ -281,22 +265,22 @@ def cmd_next_runs(args) -> int:
 
 
 def cmd_report(args) -> int:
-    import bayescale as bs
-    from bayescale.report import risk_report
+    from bayescale.decisions import risk_report  # defer heavy imports
+    from bayescale.sampler import SamplerSettings  # defer heavy imports
 
     law = bs.get_law(args.law)
-    kw = _fit_kwargs(args, law)
-    kw.pop("progress", None)
-    likelihood = kw.pop("likelihood")
-    if likelihood != "lognormal" or args.se or args.lower or args.upper:
+    if args.likelihood != "lognormal" or args.se or args.lower or args.upper:
         raise BayescaleError("report uses the default lognormal noise without measurement error columns")
     cands = None
     if args.candidates:
-        from bayescale.runs import read_runs
-
         cands = read_runs(args.candidates)
+    # one setting for every family: by default the most careful of their own target_accept
+    families = [args.law, *(args.laws.split(",") if args.laws else [])]
+    accept = args.target_accept or max(bs.get_law(n.strip()).target_accept for n in families)
+    sampler = SamplerSettings.for_law(law, args.chains, args.warmup, args.samples, target_accept=accept)
     rep = risk_report(args.runs, law, options=args.option, target_loss=args.target_loss, laws=args.laws,
-                      out=args.out, candidates=cands, **kw)
+                      inputs=_inputs(law, args.x), y=args.y, seed=args.seed, out=args.out, candidates=cands,
+                      sampler=sampler)
     s = rep.summary
     if args.json:
         print(json.dumps(s, indent=2, default=float))
@@ -415,7 +399,8 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_next_runs)
     p = sub.add_parser("report", help="risk report for a budget decision (HTML, Markdown, JSON)")
     p.add_argument("--law", required=True)
-    p.add_argument("--laws", help="several families (comma-separated): headline numbers from their stacking average")
+    p.add_argument("--laws", help="several families (comma-separated): headline numbers from their stacking average; "
+                   "fitted with the highest of their target acceptance rates unless --target-accept is given")
     p.add_argument("--option", action="append", required=True,
                    help="a planned run, e.g. \"70B,1.4T\" (N then D; suffixes K M B T) or \"N=70B,D=1.4T\"; repeat")
     p.add_argument("--target-loss", type=float, required=True, help="the loss the run must reach")

@@ -6,11 +6,13 @@ carry the uncertainty about which law is right as well as each law's parameter u
 
 from __future__ import annotations
 
+import arviz_stats as azs
 import numpy as np
 import pandas as pd
 
-from bayescale.bands import make_bands
-from bayescale.fit import DEFAULT_LEVELS, Fit
+from bayescale.bands import DEFAULT_LEVELS, bands_from_draws
+from bayescale.posterior import PosteriorDraws, mixture
+from bayescale.runs import query_points
 
 __all__ = ["ModelAverage", "compare", "model_average"]
 
@@ -43,10 +45,8 @@ def _check_same_inputs(fits: dict) -> None:
 
 def compare(fits: dict, method: str = "stacking") -> pd.DataFrame:
     """ArviZ ``compare`` of ``{name: Fit}``: elpd_loo, its standard error, p_loo, and the stacking ``weight``."""
-    import arviz as az
-
     _check_same_runs(fits)
-    return az.compare({k: f.idata for k, f in fits.items()}, method=method, round_to="none")
+    return azs.compare({k: f.idata for k, f in fits.items()}, method=method, round_to="none")
 
 
 class ModelAverage:
@@ -59,40 +59,41 @@ class ModelAverage:
         w = ", ".join(f"{k}={v:.2f}" for k, v in self.weights.items())
         return f"<ModelAverage {w}>"
 
-    def predictive_draws(self, at, seed: int = 0, n_draws: int = 4000):
-        rng = np.random.default_rng(seed)
-        names = list(self.fits)
-        w = np.array([self.weights[n] for n in names], float)
-        counts = rng.multinomial(n_draws, w / w.sum())
-        mus, obss, frame = [], [], None
-        for n, c in zip(names, counts):
-            if c == 0:
-                continue
-            fr, mu, obs = self.fits[n].predictive_draws(at, seed=seed)
-            frame = fr if frame is None else frame
-            idx = rng.choice(mu.shape[0], size=c, replace=c > mu.shape[0])
-            mus.append(mu[idx])
-            obss.append(obs[idx])
-        return frame, np.concatenate(mus), np.concatenate(obss)
+    @property
+    def law(self):
+        """The law of the first family with weight (all share its inputs)."""
+        return next(f.law for n, f in self.fits.items() if self.weights[n] > 0)
 
-    def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000) -> np.ndarray:
-        """Log density of ``observed`` at ``at`` under the mixture: ``log sum_k w_k p_k(y)`` per point, y units."""
-        from scipy.special import logsumexp
+    @property
+    def columns(self) -> dict:
+        return next(iter(self.fits.values())).columns
 
+    def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, resample: bool = True) -> PosteriorDraws:
+        """The mixture's :class:`~bayescale.posterior.PosteriorDraws` (each family with its own extrapolation
+        error): ``max_draws`` draws split among the families by their weights, or with ``resample=False`` each
+        family's own ``max_draws`` draws and its weight (exact log densities; see
+        :func:`bayescale.posterior.mixture`)."""
         names = [n for n in self.fits if self.weights[n] > 0]
-        w = np.array([self.weights[n] for n in names], float)
-        lp = np.stack([self.fits[n].log_predictive_density(at, observed, se=se, max_draws=max_draws) for n in names])
-        return logsumexp(lp + np.log(w / w.sum())[:, None], axis=0)
+        parts = [self.fits[n].posterior_draws(None if resample else max_draws) for n in names]
+        return mixture(parts, [self.weights[n] for n in names], max_draws, seed,
+                       source="average(" + ",".join(names) + ")", resample=resample)
+
+    def predictive_draws(self, at, seed: int = 0, n_draws: int = 4000):
+        """Draws of the mixture's mean curve and of a new run at ``at``: (query frame, two arrays (S, points))."""
+        frame = query_points(self.law, at, self.columns)
+        mu, obs = self.posterior_draws(n_draws, seed).predictive(frame, seed)
+        return frame, mu, obs
+
+    def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000, seed: int = 0) -> np.ndarray:
+        """Log density of ``observed`` at ``at`` under the mixture: ``log sum_k w_k p_k(y)`` per point, y units."""
+        frame = query_points(self.law, at, self.columns)
+        return self.posterior_draws(max_draws, seed, resample=False).log_density(frame, observed, se=se, seed=seed)
 
     def predict(self, at, levels=DEFAULT_LEVELS, seed: int = 0, n_draws: int = 4000):
         """Bands of the mixture (method ``"bma"``)."""
-        from bayescale.runs import distance_beyond
-
-        frame, mu, obs = self.predictive_draws(at, seed=seed, n_draws=n_draws)
-        first: Fit = next(f for n, f in self.fits.items() if self.weights[n] > 0)
-        return make_bands(frame, mu, obs, levels, beyond=distance_beyond(first.law, frame, first.scales),
-                          law="+".join(f"{k}:{self.weights[k]:.2f}" for k in self.fits), method="bma",
-                          y=first.columns.get("y", "y"), columns=first.columns)
+        return bands_from_draws(self.posterior_draws(n_draws, seed), query_points(self.law, at, self.columns), levels,
+                                seed, method="bma", columns=self.columns,
+                                law="+".join(f"{k}:{self.weights[k]:.2f}" for k in self.fits))
 
 
 def model_average(fits: dict, method: str = "stacking") -> ModelAverage:

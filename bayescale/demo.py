@@ -14,18 +14,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayescale import datasets, scoring
+from bayescale.fit import fit as fit_law
+
 CUTOFF = 1e21
 
 
 def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
-    import matplotlib
+    import matplotlib  # here, not at import: the Agg backend is set for the demo only (it writes files)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    import bayescale as bs
-    from bayescale import datasets
-    from bayescale import scoring
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -35,7 +34,7 @@ def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
           f"{len(test)} larger runs to predict.")
     t0 = time.perf_counter()
     n = 300 if quick else 1000
-    fit = bs.fit(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", warmup=n, samples=n, seed=seed)
+    fit = fit_law(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", warmup=n, samples=n, seed=seed)
     secs = time.perf_counter() - t0
     d = fit.diagnostics
     print(f"NUTS: 4 chains x ({n} warm-up + {n} draws) in {secs:.1f} s; max r-hat {d['max_rhat']:.4f}, "

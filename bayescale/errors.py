@@ -18,3 +18,7 @@ class UnknownLawError(BayescaleError, KeyError):
 
 class FitFileError(BayescaleError, OSError):
     """A saved fit cannot be read back (missing, corrupt, or made by an unregistered law)."""
+
+
+class SettingError(BayescaleError, ValueError):
+    """An option has a value it cannot take (a level outside (0, 1), a negative extrapolation error, ...)."""

@@ -6,25 +6,30 @@ to predict again after a save/load: the law, the noise model, the data scales, c
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import asdict
 from pathlib import Path
 
-import arviz as az
+import arviz_stats as azs
+from arviz_base import from_dict
 import jax
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bayescale.errors import FitFileError
+from bayescale import calibration
+from bayescale.bands import DEFAULT_LEVELS, bands_from_draws
+from bayescale.errors import BayescaleError, FitFileError
 from bayescale.laws import Law, Scales, get_law
-from bayescale.model import batch_pad_length, build_model, check_likelihood, curve_data, noise_dist, pad_length
-from bayescale.runs import RunData, distance_beyond, prepare_runs, query_points, scales_for, transform_inputs
+from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
+from bayescale.noise import check_likelihood
+from bayescale.posterior import Component, PosteriorDraws, check_tau, thin
+from bayescale.runs import RunData, prepare_runs, query_points
 from bayescale.sampler import SamplerSettings, run_nuts
 
 __all__ = ["Fit", "FitMany", "fit", "fit_many", "load_fit"]
 
-DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
 RHAT_MAX, ESS_MIN = 1.01, 400
 
 
@@ -60,13 +65,16 @@ class Fit:
         return self.idata["posterior"].to_dataset()
 
     def draws(self, max_draws: int | None = None) -> dict:
-        """Posterior draws flattened over chains: dict name -> array (S,)."""
+        """Posterior draws flattened over chains: dict name -> array (S,), at most ``max_draws`` evenly spaced."""
         post = self.posterior
-        out = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in self.param_names}
-        if max_draws is not None and len(out["sigma"]) > max_draws:
-            idx = np.linspace(0, len(out["sigma"]) - 1, max_draws).round().astype(int)
-            out = {k: v[idx] for k, v in out.items()}
-        return out
+        return thin({k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in self.param_names}, max_draws)
+
+    def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, discrepancy=None) -> PosteriorDraws:
+        """This fit's :class:`~bayescale.posterior.PosteriorDraws`, predicting with extrapolation error
+        ``discrepancy`` (default: the fit's ``tau``, 0 unless calibrated; see :meth:`calibrate`)."""
+        tau = self.discrepancy if discrepancy is None else check_tau(discrepancy)
+        comp = Component(self.law, self.draws(max_draws), self.scales, self.likelihood, self.df, tau)
+        return PosteriorDraws([comp], source=self.law.name)
 
     def natural(self) -> xr.Dataset:
         """Posterior of the parameters in their published form (e.g. A, alpha, B, beta, E)."""
@@ -82,10 +90,10 @@ class Fit:
         """r-hat (rank-normalised), bulk/tail ESS, divergences and E-BFMI, computed with ArviZ."""
         if self._diag is None:
             names = self.param_names
-            rhat = az.rhat(self.idata, var_names=names)
-            ess_b = az.ess(self.idata, var_names=names, method="bulk")
-            ess_t = az.ess(self.idata, var_names=names, method="tail")
-            bfmi = np.asarray(az.bfmi(self.idata)["energy"].values).reshape(-1)
+            rhat = azs.rhat(self.idata, var_names=names)
+            ess_b = azs.ess(self.idata, var_names=names, method="bulk")
+            ess_t = azs.ess(self.idata, var_names=names, method="tail")
+            bfmi = np.asarray(azs.bfmi(self.idata)["energy"].values).reshape(-1)
             stats = self.idata["sample_stats"]
             table = pd.DataFrame({
                 "r_hat": [float(rhat[n]) for n in names],
@@ -148,59 +156,61 @@ class Fit:
 
     def loo(self):
         """PSIS-LOO of the fitted runs (ArviZ ``loo``)."""
-        return az.loo(self.idata)
+        return azs.loo(self.idata)
 
-    # -- prediction ------------------------------------------------------------------------------------
-    # -- extrapolation discrepancy (bayescale.discrepancy) ---------------------------------------------
+    # -- extrapolation error (bayescale.calibration) --------------------------------------------------
     def with_discrepancy(self, tau: float) -> "Fit":
         """The same posterior, predicting with extrapolation error ``tau`` (ln-units per decade beyond the runs)."""
-        import copy
-
-        if not (np.isfinite(tau) and tau >= 0):
-            raise ValueError(f"tau must be a finite number >= 0 (ln-units per decade), got {tau}")
         new = copy.copy(self)
-        new.discrepancy = float(tau)
+        new.discrepancy = check_tau(tau)
         return new
 
-    def calibrate(self, holdout: float = 0.25, toward: str = "max", seed: int | None = None, **refit_kw) -> "Fit":
-        """This fit with its extrapolation error calibrated by leave-future-out on its own runs.
-
-        Refits without the largest ``holdout`` share of the runs, predicts them, and sets ``tau`` by maximum
-        likelihood (see :mod:`bayescale.discrepancy`); the result's ``calibration`` holds the held-out errors.
-        """
-        from bayescale.discrepancy import calibrate
-
-        cal = calibrate(self, holdout=holdout, toward=toward, seed=seed, **refit_kw)
-        new = self.with_discrepancy(cal.tau)
-        new.calibration = cal
-        return new
-
-    def _refit_kwargs(self, over: dict) -> dict:
-        """This fit's sampler settings as :func:`fit` keywords (no progress bar), updated with ``over``."""
+    def refit(self, runs: pd.DataFrame, seed: int | None = None, **over) -> "Fit":
+        """This fit's law, noise model and sampler settings (updated with ``over``) fitted to other ``runs`` (law
+        input columns, ``y``, optional ``se``); the result keeps this fit's column names and group."""
         st = self.settings
         kw = dict(chains=st.num_chains, warmup=st.num_warmup, samples=st.num_samples, target_accept=st.target_accept,
                   max_tree_depth=st.max_tree_depth, dense_mass=st.dense_mass, n_starts=st.n_starts,
                   opt_steps=st.opt_steps, progress=False)
         kw.update(over)
-        return kw
+        new = fit(runs, self.law, y="y", inputs={n: n for n in self.law.input_names},
+                  se="se" if "se" in runs else None, likelihood=self.likelihood, df=self.df,
+                  seed=self.seed if seed is None else seed, **kw)
+        new.columns, new.group = dict(self.columns), self.group
+        return new
+
+    @staticmethod
+    def _refit_with(refit_kw: dict):
+        """A ``refit`` callable for :mod:`bayescale.calibration` passing ``refit_kw`` on (None: the default)."""
+        return (lambda f, runs, seed: f.refit(runs, seed=seed, **refit_kw)) if refit_kw else None
+
+    def calibrate(self, holdout: float = 0.25, toward: str = "max", seed: int | None = None, **refit_kw) -> "Fit":
+        """This fit with its extrapolation error calibrated by leave-future-out on its own runs.
+
+        Refits without the largest ``holdout`` share of the runs, predicts them, and sets ``tau`` by maximum
+        likelihood (:func:`bayescale.calibration.calibrate`); the result's ``calibration`` holds the held-out
+        errors. Extra keywords go to the refit (e.g. fewer ``samples``).
+        """
+        cal = calibration.calibrate(self, holdout=holdout, toward=toward, seed=seed, refit=self._refit_with(refit_kw))
+        new = self.with_discrepancy(cal.tau)
+        new.calibration = cal
+        return new
 
     def localize(self, target, tau: float | None = None, seed: int | None = None, recalibrate: bool | None = None,
                  **refit_kw) -> "Fit":
         """The law refitted as a local approximation around ``target`` (points or a curve, as for :meth:`predict`).
 
         Each run gets an extra error ``tau * d`` (ln units, in quadrature with its noise), ``d`` its distance in
-        decades from the target points' range (:func:`bayescale.discrepancy.distance_from`): the law's error grows
+        decades from the target points' range (:func:`bayescale.calibration.distance_from`): the law's error grows
         ``tau`` per decade away from where it is used, so runs far from the target count little. ``tau``
         defaults to this fit's calibrated extrapolation error (:meth:`calibrate`), which the result keeps for
         predictions beyond its runs (the runs' extra errors are independent, so many far runs would otherwise
         look more telling than they are). ``recalibrate`` (default: when tau comes from :meth:`calibrate`)
-        re-estimates that extrapolation error by leave-future-out on the local fit itself: its noise scale no longer
-        absorbs the law's misfit far away, so the global fit's tau can be too small for it.
-        :func:`bayescale.next_runs` gives candidates the same extra error. Extra keywords go to the refit.
+        re-estimates that extrapolation error by leave-future-out on the local fit itself and keeps the larger of
+        the two: its noise scale no longer absorbs the law's misfit far away, so the global fit's tau can be too
+        small for it. :func:`bayescale.next_runs` gives candidates the same extra error. Extra keywords go to the
+        refit.
         """
-        from bayescale.discrepancy import distance_from
-        from bayescale.errors import BayescaleError
-
         if recalibrate is None:
             recalibrate = tau is None and self.calibration is not None
         tau = self.discrepancy if tau is None else tau
@@ -208,79 +218,50 @@ class Fit:
             raise BayescaleError("localize needs tau > 0 (ln-units per decade): calibrate the fit first "
                                  f"(fit.calibrate()) or pass tau=, got {tau!r}")
         targets = query_points(self.law, target, self.columns)
-        runs = self.runs.reset_index(drop=True)
-        y = runs["y"].to_numpy(float)
-        extra = float(tau) * distance_from(self.law, runs, targets) * np.abs(y)  # ln units -> y units (se / y)
-        old = runs["se"].to_numpy(float) if "se" in runs else np.zeros(len(runs))
-        kw = self._refit_kwargs(refit_kw)
-        new = fit(runs.assign(se=np.sqrt(old**2 + extra**2)), self.law, y="y",
-                  inputs={n: n for n in self.law.input_names}, se="se", likelihood=self.likelihood, df=self.df,
-                  seed=self.seed if seed is None else seed, **kw)
-        new.columns, new.group, new.discrepancy = dict(self.columns), self.group, self.discrepancy
-        new.local = {"targets": targets[list(self.law.input_names)].reset_index(drop=True), "tau": float(tau)}
-        if recalibrate:
-            recal = new.calibrate(seed=seed, **refit_kw)
-            new = recal.with_discrepancy(max(recal.discrepancy, self.discrepancy))
-            new.calibration = recal.calibration
-        return new
+        return calibration.localize(self, targets, tau, seed=seed, recalibrate=recalibrate,
+                                    refit=self._refit_with(refit_kw))
 
-    def _mean_draws(self, frame, p, seed, discrepancy):
-        from bayescale.discrepancy import discrepancy_draws
-
-        t = transform_inputs(self.law, {k: frame[k].to_numpy() for k in self.law.input_names}, self.scales.center)
-        mu = np.asarray(_mean_jit(self.law, {k: v[:, None] for k, v in p.items() if k != "sigma"},
-                                  {k: v[None, :] for k, v in t.items()}))
-        tau = self.discrepancy if discrepancy is None else float(discrepancy)
-        key = np.asarray(jax.random.PRNGKey((self.seed if seed is None else seed) + 2))
-        return mu * discrepancy_draws(self.law, frame, self.scales, tau, mu.shape[0], key)
-
+    # -- prediction ------------------------------------------------------------------------------------
     def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000, discrepancy=None):
-        """Posterior draws of the mean curve and of a new observed run at ``at``: two arrays (S, points).
+        """Draws of the mean curve and of a new observed run at ``at``: (query frame, two arrays (S, points)).
 
         Beyond the runs the mean curve includes the extrapolation error ``discrepancy`` (default: the fit's
         ``tau``, 0 unless calibrated; see :meth:`calibrate`).
         """
         frame = query_points(self.law, at, self.columns)
-        p = self.draws(max_draws)
-        mu = self._mean_draws(frame, p, seed, discrepancy)
-        key = jax.random.PRNGKey(self.seed + 1 if seed is None else seed)
-        obs = np.asarray(noise_dist(self.likelihood, mu, p["sigma"][:, None], df=self.df).sample(key))
+        seed = self._seed(seed)
+        mu, obs = self.posterior_draws(max_draws, seed, discrepancy).predictive(frame, seed)
         return frame, mu, obs
+
+    def _seed(self, seed):
+        return self.seed + 1 if seed is None else seed
 
     def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000, discrepancy=None,
                                seed: int | None = None) -> np.ndarray:
         """Log posterior predictive density of ``observed`` runs at ``at``, one value per point, in y units.
 
-        ``log mean_s p(y | theta_s, sigma_s)`` under the fit's noise model (lognormal/normal/studentt), exact given
-        the draws (no kernel estimate). ``se``: known measurement error of the new runs (y units), if any. For
-        other y units ``y' = y / c`` add ``log c`` (:func:`bayescale.scoring.rescale_log_density`).
+        ``log mean_s p(y | theta_s, sigma_s)`` under the fit's noise model, exact given the draws (no kernel
+        estimate), the extrapolation error included. ``se``: known measurement error of the new runs (y units).
+        For other y units ``y' = y / c`` add ``log c`` (:func:`bayescale.scoring.rescale_log_density`).
         """
-        from bayescale.scoring import log_mean_exp
-
         frame = query_points(self.law, at, self.columns)
         y = np.asarray(observed, float).reshape(-1)
         if y.shape != (len(frame),) or not np.isfinite(y).all():
             raise ValueError(f"observed must be {len(frame)} finite values, one per query point; got shape {y.shape}")
-        p = self.draws(max_draws)
-        mu = self._mean_draws(frame, p, seed, discrepancy)  # with the extrapolation error, one draw of it per draw
-        se_ = None if se is None else np.broadcast_to(np.asarray(se, float), y.shape)
-        lp = noise_dist(self.likelihood, mu, p["sigma"][:, None], se=se_, y_ref=y, df=self.df).log_prob(y[None, :])
-        return log_mean_exp(np.asarray(lp), axis=0)
+        seed = self._seed(seed)
+        return self.posterior_draws(max_draws, seed, discrepancy).log_density(frame, y, se=se, seed=seed)
 
     def predict(self, at, levels=DEFAULT_LEVELS, seed: int | None = None, max_draws: int | None = 4000,
                 discrepancy=None):
         """Posterior predictive bands at ``at`` (see :class:`bayescale.bands.Bands`)."""
-        from bayescale.bands import make_bands
-
-        frame, mu, obs = self.predictive_draws(at, seed=seed, max_draws=max_draws, discrepancy=discrepancy)
-        bands = make_bands(frame, mu, obs, levels, beyond=distance_beyond(self.law, frame, self.scales),
-                           law=self.law.name, method="nuts", y=self.columns.get("y", "y"), columns=self.columns)
-        bands.data.attrs["discrepancy_tau"] = self.discrepancy if discrepancy is None else float(discrepancy)
-        return bands
+        seed = self._seed(seed)
+        return bands_from_draws(self.posterior_draws(max_draws, seed, discrepancy),
+                                query_points(self.law, at, self.columns), levels, seed, method="nuts",
+                                columns=self.columns)
 
     def plot(self, at=None, levels=(0.5, 0.9), ax=None, path=None, **kw):
         """Data, median and shaded bands on log axes; ``at`` defaults to a grid spanning data and 10x beyond."""
-        from bayescale.plots import plot_fit
+        from bayescale.plots import plot_fit  # defers matplotlib to the first plot
 
         return plot_fit(self, at=at, levels=levels, ax=ax, path=path, **kw)
 
@@ -331,13 +312,6 @@ def load_fit(path) -> Fit:
     return out
 
 
-def _mean_impl(law, p, t):
-    return law.mean(p, t)
-
-
-_mean_jit = jax.jit(_mean_impl, static_argnums=0)
-
-
 def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):
     n = len(frame)
     post = {k: np.asarray(samples[k]) for k in (*law.param_names, "sigma")}
@@ -349,7 +323,7 @@ def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):
         "constant_data": {k: frame[k].to_numpy(float) for k in law.input_names},
     }
     dims = {"y": ["run"], **{k: ["run"] for k in law.input_names}}
-    return az.from_dict(data, dims=dims, coords={"run": np.arange(n)})
+    return from_dict(data, dims=dims, coords={"run": np.arange(n)})
 
 
 def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: str | None = None, se=None,
@@ -411,12 +385,11 @@ class FitMany(dict):
         ``pooled=True`` gives every curve one ``tau`` from all curves' held-out runs (steadier when the curves
         come from one domain); ``pooled=False`` calibrates each curve on its own runs.
         """
-        from bayescale.discrepancy import calibrate_many
-
         if not pooled:
             return FitMany({g: f.calibrate(holdout, toward, seed, **refit_kw) for g, f in self.items()}, self.law,
                            self.refitted)
-        cal = calibrate_many(self, holdout=holdout, toward=toward, seed=seed, **refit_kw)
+        cal = calibration.calibrate_many(self, holdout=holdout, toward=toward, seed=seed,
+                                         refit=Fit._refit_with(refit_kw))
         out = {}
         for g, f in self.items():
             out[g] = f.with_discrepancy(cal.tau)
@@ -436,7 +409,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     one curve (its chains vectorised) were fastest (``benchmarks/batching.py``), so that is the CPU default; on a
     GPU the default is all curves at once. With ``refit_flagged``, a curve whose diagnostics fail is refitted alone
     with twice the warm-up. ``joint=True`` instead samples each batch in one NUTS run over all its curves, each
-    whitened by its Laplace approximation (:func:`bayescale.sampler._joint`): no lock step, but a shared step size,
+    whitened by its Laplace approximation (``joint`` of :func:`bayescale.sampler.run_nuts`): no lock step, but a shared step size,
     and a divergence counts against every curve of the batch.
     Each curve's random key depends on ``seed`` and its position only, not on the batching.
     """

@@ -26,7 +26,7 @@ import numpyro.distributions as dist
 
 from bayescale.errors import UnknownLawError
 
-__all__ = ["Input", "Law", "Param", "Scales", "get_law", "list_laws", "register_law", "LAWS"]
+__all__ = ["Input", "Law", "Param", "Scales", "bnsl_law", "external_law", "get_law", "list_laws", "register_law", "LAWS"]
 
 
 class Scales(NamedTuple):
@@ -74,6 +74,9 @@ class Law:
     to the expected y. ``natural(p, scales)`` returns the parameters in their published form. ``target_accept`` is
     the NUTS target acceptance rate the family's fits use unless the caller gives one (curved posteriors need a
     higher rate, hence smaller steps, to avoid divergences; ``benchmarks/init.py`` measures it).
+    ``optimum(nat, budgets)``, for laws in N and D: the compute-optimal model size N* under C = 6ND in closed
+    form, from the published-form parameters ``nat`` (each (S, 1)) and ``budgets`` (1, B); None: solved
+    numerically (:func:`bayescale.compute_optimal`).
     """
 
     name: str
@@ -88,6 +91,7 @@ class Law:
     reference: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
     target_accept: float = 0.9
+    optimum: Callable | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -107,6 +111,20 @@ class Law:
 
 
 LAWS: dict[str, Law] = {}
+
+
+def external_law(name: str, formula: str, inputs: tuple[Input, ...], param_names=(), description: str = "",
+                 min_points: int | None = None) -> Law:
+    """A law whose mean curve and priors live outside bayescale (a PyMC model, :func:`bayescale.fit_pymc`; the
+    PFN, :mod:`bayescale.pfn`): it names the inputs and parameters, and the fewest distinct points, that reading
+    runs and reporting on them need; asking it for a mean or a prior is an error. Not registered."""
+
+    def outside(*_):
+        raise NotImplementedError(f"law {name!r} is computed outside bayescale ({formula}): its draws come from "
+                                  "the fit that made it")
+
+    return Law(name=name, formula=formula, inputs=tuple(inputs), params=tuple(Param(n, outside) for n in param_names),
+               mean=outside, y_range=(-math.inf, math.inf), description=description, min_points=min_points)
 
 
 def register_law(law: Law, *, overwrite: bool = False) -> Law:
@@ -250,7 +268,7 @@ register_law(Law(
 ))
 
 
-def _solve_m4(k, alpha, iters: int = 5):
+def solve_m4(k, alpha, iters: int = 5):
     """Solve h(u) = ln s - alpha ln(1 - s) = k for s = sigmoid(u) in (0, 1); returns u.
 
     h(u) = alpha u + (alpha - 1) softplus(-u) rises with slope 1 for u -> -inf and alpha for u -> +inf, so its
@@ -281,7 +299,7 @@ def _solve_m4(k, alpha, iters: int = 5):
 def _m4_mean(p, t):
     e0, einf = p["eps_0"], p["eps_inf"]
     k = p["k"] - p["c"] * t["x"]
-    return einf + (e0 - einf) * jax.nn.sigmoid(_solve_m4(k, p["alpha"]))
+    return einf + (e0 - einf) * jax.nn.sigmoid(solve_m4(k, p["alpha"]))
 
 
 register_law(Law(
@@ -319,7 +337,8 @@ def _break_positions(p, n_breaks):
     return ts
 
 
-def _bnsl(n_breaks: int, target_accept: float = 0.9) -> Law:
+def bnsl_law(n_breaks: int, target_accept: float = 0.9) -> Law:
+    """The broken neural scaling law with ``n_breaks`` breaks as a :class:`Law` (one input x, log scale)."""
     def mean(p, t):
         x = t["x"]
         logterm = p["a"] - p["c0"] * x
@@ -369,14 +388,20 @@ def _bnsl(n_breaks: int, target_accept: float = 0.9) -> Law:
 
 
 # smooth breaks make curved posteriors: divergences at target_accept 0.9 on real curves (benchmarks/init.py)
-register_law(_bnsl(1, target_accept=0.99))
-register_law(_bnsl(2))  # 0.99 doubled its time and left r-hat (two weakly identified breaks) failing as before
+register_law(bnsl_law(1, target_accept=0.99))
+register_law(bnsl_law(2))  # 0.99 doubled its time and left r-hat (two weakly identified breaks) failing as before
 
 
 # --------------------------------------------------------------------------------------------------
 # Two-input laws
 
 _ND = (Input("N", "model parameters"), Input("D", "training tokens"))
+
+
+def _chinchilla_optimum(nat, budgets):
+    """N* = G (C/6)^(beta/(alpha+beta)), G = (alpha A / (beta B))^(1/(alpha+beta)) (Hoffmann et al., eq. 4)."""
+    A, B, al, be = nat["A"], nat["B"], nat["alpha"], nat["beta"]
+    return (al * A / (be * B)) ** (1.0 / (al + be)) * (budgets / 6.0) ** (be / (al + be))
 
 register_law(Law(
     name="chinchilla",
@@ -394,6 +419,7 @@ register_law(Law(
         "E": p["E"], "A": _coef(p["a"], p["alpha"], s.center["N"]), "alpha": p["alpha"],
         "B": _coef(p["b"], p["beta"], s.center["D"]), "beta": p["beta"],
     },
+    optimum=_chinchilla_optimum,
     description="Loss in model size and data (Chinchilla approach 3).",
     reference="Hoffmann et al. 2022, 'Training compute-optimal large language models'",
 ))

@@ -1,13 +1,6 @@
-"""A law plus a noise model as a NumPyro model.
+"""A law plus a noise model (:mod:`bayescale.noise`) as a NumPyro model.
 
-Noise models (``likelihood=``):
-
-- ``"lognormal"`` (default): multiplicative noise, ``ln y ~ Normal(ln mu, sigma)``; sigma is a relative error.
-- ``"normal"``: ``y ~ Normal(mu, sigma)``.
-- ``"studentt"``: ``y ~ StudentT(df, mu, sigma)``, robust to outlying runs (``df`` default 4).
-
-Known per-point measurement error ``se`` (same units as y) adds in quadrature: ``sd = sqrt(sigma^2 + se^2)``
-(in log space ``se / y``). The model reads one dict ``data = {"t", "y", "se", "mask", "scales"}``; padded points
+The model reads one dict ``data = {"t", "y", "se", "mask", "scales"}``; padded points
 (``mask`` False) drop out, which lets :func:`bayescale.fit_many` batch curves of different lengths.
 """
 
@@ -17,41 +10,14 @@ from functools import lru_cache
 
 import jax
 import numpy as np
+import numpyro
 import pandas as pd
 
-import jax.numpy as jnp
-import numpyro
-import numpyro.distributions as dist
-
-from bayescale.laws import Law, Scales, get_law
+from bayescale.laws import Law, get_law
+from bayescale.noise import check_likelihood, noise_dist, sigma_prior
 from bayescale.runs import scales_for, transform_inputs
 
-__all__ = ["LIKELIHOODS", "batch_pad_length", "build_model", "curve_data", "noise_dist", "pad_length", "sigma_prior"]
-
-LIKELIHOODS = ("lognormal", "normal", "studentt")
-_TINY = 1e-300
-
-
-def check_likelihood(likelihood: str) -> str:
-    if likelihood not in LIKELIHOODS:
-        raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS}")
-    return likelihood
-
-
-def sigma_prior(likelihood: str, s: Scales):
-    """Noise scale: half-normal, 0.1 relative (log space) or 0.1 of the typical y."""
-    return dist.HalfNormal(0.1) if likelihood == "lognormal" else dist.HalfNormal(0.1 * s.y_med)
-
-
-def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0):
-    """Distribution of an observed run around mean ``mu``; ``se`` is known measurement error (y units)."""
-    if likelihood == "lognormal":
-        rel = 0.0 if se is None else se / y_ref
-        return dist.LogNormal(jnp.log(jnp.maximum(mu, _TINY)), jnp.sqrt(sigma**2 + rel**2))
-    sd = sigma if se is None else jnp.sqrt(sigma**2 + se**2)
-    if likelihood == "normal":
-        return dist.Normal(mu, sd)
-    return dist.StudentT(df, mu, sd)
+__all__ = ["batch_pad_length", "build_model", "curve_data", "pad_length"]
 
 
 @lru_cache(maxsize=None)

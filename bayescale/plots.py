@@ -2,18 +2,22 @@
 
 One-input laws get a continuous median and shaded bands over a grid; laws with several inputs get the median and
 interval bars at the query points, against the input named by ``x`` (default: the first).
+
+The package imports this module only inside the functions that draw, so matplotlib loads with the first plot.
 """
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["plot_bands", "plot_fit"]
+from bayescale.runs import default_cost
+from bayescale.errors import BayescaleError
+
+__all__ = ["plot_bands", "plot_fit", "plot_frontier"]
 
 
 def _axes(ax):
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.4))
     return ax
@@ -79,3 +83,37 @@ def plot_fit(fit, at=None, levels=(0.5, 0.9), ax=None, path=None, x: str | None 
     ax.plot(runs[x], runs["y"], ".", color="C1", ms=5, label=f"fitted runs ({len(runs)})")
     ax.set_title(f"{law.name}: {law.formula}", fontsize=9)
     return _finish(ax, path, fit.columns.get(x, x), fit.columns.get("y", "y"), logy)
+
+
+def plot_frontier(opt: xr.Dataset, ax=None, path=None, levels=None, show=("N", "D"), data=None):
+    """The compute-optimal frontier: median N*(C) and D*(C) with shaded central intervals on log axes.
+
+    ``opt`` is :func:`bayescale.compute_optimal`'s Dataset; ``levels`` picks which of its levels to shade (default all);
+    ``data`` (a run table with N and D columns) adds the fitted runs at their compute (:func:`bayescale.decisions.default_cost`).
+    Returns the Axes.
+    """
+    ax = _axes(ax)
+    c = opt["budget"].values
+    levels = sorted(opt["level"].values.tolist(), reverse=True) if levels is None else sorted(levels, reverse=True)
+    unknown = [v for v in levels if not np.isclose(opt["level"].values, v).any()]
+    if unknown:
+        raise BayescaleError(f"levels {unknown} are not in the result (it has {opt['level'].values.tolist()}); "
+                             "pass them to compute_optimal(levels=...)")
+    names = {"N": ("N_opt", "C0", "N* (parameters)"), "D": ("D_opt", "C1", "D* (tokens)"),
+             "L": ("L_opt", "C2", "L* (loss)")}
+    for key in show:
+        if key not in names:
+            raise BayescaleError(f"show= takes 'N', 'D' and/or 'L', got {key!r}")
+        var, color, label = names[key]
+        for i, lv in enumerate(levels):
+            sel = opt.sel(level=lv, method="nearest")
+            ax.fill_between(c, sel[f"{var}_lower"].values, sel[f"{var}_upper"].values, color=color,
+                            alpha=0.15 + 0.2 * i / max(len(levels) - 1, 1), lw=0, label=f"{label}: {lv:.0%} interval")
+        ax.plot(c, opt[f"{var}_median"].values, color=color, lw=1.8, label=f"{label}: median")
+    if data is not None:
+        c_runs = default_cost(data["N"], data["D"])
+        ax.plot(c_runs, data["N"], ".", color="C0", ms=3, alpha=0.5, label="fitted runs (N)")
+        ax.plot(c_runs, data["D"], ".", color="C1", ms=3, alpha=0.5, label="fitted runs (D)")
+    ax.set_title(f"compute-optimal allocation ({opt.attrs.get('source', '')}, cost {opt.attrs.get('cost', '')})",
+                 fontsize=9)
+    return _finish(ax, path, "compute budget C", "N*, D*" if "L" not in show else "optimum", True)

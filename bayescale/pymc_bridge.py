@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
+from dataclasses import dataclass
 
 import jax
 
@@ -36,9 +36,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bayescale.errors import BayescaleError
 from bayescale.fit import Fit
+from bayescale.posterior import Component, PosteriorDraws, check_tau
 from bayescale.sampler import SamplerSettings
-from bayescale.laws import Input, Law, Param
+from bayescale.laws import Input, external_law
 from bayescale.runs import query_points, scales_for
 
 __all__ = ["PyMCFit", "fit_pymc"]
@@ -50,15 +52,6 @@ def _import_pymc():
     except ImportError as exc:
         raise ImportError("fit_pymc needs PyMC, an optional dependency of bayescale: pip install 'bayescale[pymc]'") from exc
     return pm
-
-
-def _no_mean(p, t):
-    raise NotImplementedError("a PyMC model's mean curve is computed by PyMC (PyMCFit.predictive_draws), "
-                              "not through Law.mean")
-
-
-def _no_prior(scales):
-    raise NotImplementedError("a PyMC model's priors live in the PyMC model, not in the Law")
 
 
 class PyMCFit(Fit):
@@ -79,46 +72,61 @@ class PyMCFit(Fit):
         """The model's free random variables (the noise scale included, under the model's own name)."""
         return list(self._free_names)
 
-    def draws(self, max_draws: int | None = None) -> dict:
-        """Posterior draws of the free variables flattened over chains: dict name -> array (S,)."""
-        post = self.posterior
-        out = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in self.param_names}
-        n = len(next(iter(out.values())))
-        if max_draws is not None and n > max_draws:
-            idx = np.linspace(0, n - 1, max_draws).round().astype(int)
-            out = {k: v[idx] for k, v in out.items()}
-        return out
-
-    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000, discrepancy=None):
-        """Posterior draws of ``mu`` and of a new observed ``y`` at ``at`` via PyMC: (frame, mu (S, points), obs).
-
-        An extrapolation error ``discrepancy`` (default: the fit's ``tau``) scales both by ``exp(delta)``.
-        """
-        from bayescale.discrepancy import discrepancy_draws
-
-        pm = _import_pymc()
-        frame = query_points(self.law, at, self.columns)
-        p = self.draws(max_draws)
-        n_draws = len(next(iter(p.values())))
-        trace = xr.Dataset({k: (("chain", "draw", *[f"{k}_dim_{i}" for i in range(v.ndim - 1)]), v[None])
-                            for k, v in p.items()},
-                           coords={"chain": [0], "draw": np.arange(n_draws)})
-        new = {self.data_names[k]: frame[k].to_numpy(float) for k in self.law.input_names}
-        with _data_set_to(pm, self.model, new), _quiet_pymc():
-            pp = pm.sample_posterior_predictive(
-                trace, model=self.model, var_names=[self.mu_name, self.y_name], predictions=True,
-                random_seed=self.seed + 1 if seed is None else seed, progressbar=False)
-        group = pp["predictions"]
-        mu = np.asarray(group[self.mu_name].values, float).reshape(n_draws, len(frame))
-        obs = np.asarray(group[self.y_name].values, float).reshape(n_draws, len(frame))
-        tau = self.discrepancy if discrepancy is None else float(discrepancy)
-        key = np.asarray([0, (self.seed if seed is None else seed) + 2], np.uint32)
-        factor = discrepancy_draws(self.law, frame, self.scales, tau, n_draws, key)
-        return frame, mu * factor, obs * factor
+    def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, discrepancy=None) -> PosteriorDraws:
+        """Draws whose mean curve and new runs come from PyMC (:class:`PyMCComponent`); the extrapolation error
+        ``discrepancy`` (default: the fit's ``tau``) is applied by :mod:`bayescale.posterior` as for native fits."""
+        tau = self.discrepancy if discrepancy is None else check_tau(discrepancy)
+        comp = PyMCComponent(self.law, self.draws(max_draws), self.scales, "pymc", float("nan"), tau, fit=self,
+                             seed=seed)
+        return PosteriorDraws([comp], source=self.law.name)
 
     def save(self, path):
         raise NotImplementedError("saving a PyMCFit is not supported (it would need the PyMC model to predict again); "
                                   "save the posterior with fit.idata.to_netcdf(path) and refit or rebuild the model")
+
+
+@dataclass
+class PyMCComponent(Component):
+    """Posterior draws of a PyMC model: the mean curve is its ``mu`` Deterministic and a new run its observed
+    variable, both sampled by ``pm.sample_posterior_predictive`` at the query points (one joint sample per draw,
+    so :meth:`observe` scales the sampled run by the same extrapolation error as the curve)."""
+
+    fit: PyMCFit | None = None
+    seed: int = 0
+    _last: tuple | None = None
+
+    @property
+    def size(self) -> int:
+        return len(next(iter(self.params.values())))
+
+    def mean(self, values: dict, paired: bool = False) -> np.ndarray:
+        if paired:
+            raise BayescaleError("a PyMC fit's mean curve is sampled at fixed query points; per-draw points (e.g. "
+                                 "compute-optimal allocation) need a registered law")
+        pm = _import_pymc()
+        f = self.fit
+        n_draws, n_points = self.size, len(next(iter(values.values())))
+        trace = xr.Dataset({k: (("chain", "draw"), v[None]) for k, v in self.params.items()},
+                           coords={"chain": [0], "draw": np.arange(n_draws)})
+        new = {f.data_names[k]: np.asarray(values[k], float) for k in f.law.input_names}
+        with _data_set_to(pm, f.model, new), _quiet_pymc():
+            pp = pm.sample_posterior_predictive(trace, model=f.model, var_names=[f.mu_name, f.y_name],
+                                                predictions=True, random_seed=self.seed, progressbar=False)
+        group = pp["predictions"]
+        mu = np.asarray(group[f.mu_name].values, float).reshape(n_draws, n_points)
+        self._last = (mu, np.asarray(group[f.y_name].values, float).reshape(n_draws, n_points))
+        return mu
+
+    def observe(self, mu: np.ndarray, seed, idx=None, **errors) -> np.ndarray:
+        if self._last is None or errors.get("extra") is not None:
+            raise BayescaleError("a PyMC fit's new runs come with its mean curve (PosteriorDraws.predictive)")
+        mu0, y0 = self._last
+        idx = slice(None) if idx is None else idx
+        return y0[idx] * mu / mu0[idx]
+
+    def logpdf(self, y, mu, idx=None, **errors):
+        raise BayescaleError("log densities of a PyMC fit's new runs are not available (its noise model lives in "
+                             "PyMC); score its bands instead")
 
 
 @contextlib.contextmanager
@@ -224,9 +232,8 @@ def fit_pymc(model, *, inputs, y: str = "y", mu: str = "mu", chains: int = 4, wa
     runs = pd.DataFrame({**values, "y": y_obs})
     ins = tuple(Input(k, description=f"pm.Data {data_names[k]!r}", scale="log" if np.all(values[k] > 0) else "linear")
                 for k in data_names)
-    law = Law(name=f"pymc:{model.name or 'model'}", formula=f"{y} ~ PyMC model (mean {mu})", inputs=ins,
-              params=tuple(Param(name, _no_prior) for name in free_names), mean=_no_mean,
-              y_range=(-math.inf, math.inf), natural=None, description="a PyMC model fitted with bayescale.fit_pymc")
+    law = external_law(f"pymc:{model.name or 'model'}", f"{y} ~ PyMC model (mean {mu})", ins, free_names,
+                       "a PyMC model fitted with bayescale.fit_pymc")
     columns = {**mapping, "y": y}
     return PyMCFit(law, idata, scales_for(law, runs), runs, columns, "pymc", float("nan"), seed, settings,
                    model=model, mu_name=mu_name, y_name=y_name, data_names=data_names, free_names=free_names)

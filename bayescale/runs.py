@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from bayescale.errors import RunTableError
-from bayescale.laws import Law, Scales, get_law
+from bayescale.laws import Law, Scales, get_law, list_laws
 
-__all__ = ["RunData", "distance_beyond", "outside", "prepare_runs", "query_points", "read_runs", "scales_for", "transform_inputs"]
+__all__ = ["RunData", "default_cost", "distance_beyond", "outside", "prepare_runs", "query_points", "read_runs", "scales_for", "transform_inputs"]
 
 Z95 = 1.959963984540054
 
@@ -69,8 +69,6 @@ def _fmt(v) -> str:
 
 def _smaller_law(law: Law, n: int) -> str:
     """', or choose ...' naming a registered law with the same inputs that fits in ``n`` points, if any."""
-    from bayescale.laws import list_laws
-
     fits = [o for o in list_laws() if o.input_names == law.input_names and o.needs_points <= n]
     if not fits:
         return ""
@@ -195,10 +193,9 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
         n = len(sub.drop_duplicates(subset=list(law.input_names)))
         if n < law.needs_points:
             where = f" in group {g[0]!r}" if keys else ""
-            raise RunTableError(
-                f"law {law.name!r} has {len(law.params)} parameters plus a noise scale and needs at least "
-                f"{law.needs_points} distinct points; got {n}{where}. Add runs{_smaller_law(law, n)}."
-            )
+            why = (f"has {len(law.params)} parameters plus a noise scale and " if law.min_points is None else "")
+            raise RunTableError(f"law {law.name!r} {why}needs at least {law.needs_points} distinct points; got "
+                                f"{n}{where}. Add runs{_smaller_law(law, n)}.")
     return RunData(law=law, frame=out, columns=columns, likelihood=likelihood)
 
 
@@ -256,6 +253,12 @@ def query_points(law: Law, at, columns: dict | None = None) -> pd.DataFrame:
         if inp.scale == "log" and np.any(v <= 0):
             raise RunTableError(f"query input {inp.name} must be > 0; got {_fmt(v[v <= 0][0])}")
     return frame
+
+
+def default_cost(N, D):
+    """Training compute of a run in FLOP, C = 6 N D (N parameters, D tokens): the default cost of runs and
+    budgets in :mod:`bayescale.decisions`."""
+    return 6.0 * np.asarray(N, float) * np.asarray(D, float)
 
 
 def outside(t, lo, hi, scale: str = "log") -> np.ndarray:

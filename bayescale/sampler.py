@@ -4,7 +4,7 @@
 overhead dominates, so here the kernel (``numpyro.infer.hmc.hmc``) runs inside one jitted ``lax.scan``, vmapped
 over chains and, for :func:`bayescale.fit_many`, over curves. Each chain and curve keeps its own step size and
 mass matrix, so one hard curve does not slow the others' adaptation. On a CPU with several JAX devices (one per
-core, see :mod:`bayescale._config`) the chains are split across the devices (``shard_map``): vmapped chains move in
+core, see :mod:`bayescale.config`) the chains are split across the devices (``shard_map``): vmapped chains move in
 lock step, each iteration costing the longest trajectory among them, and one core runs one program at a time, so
 separate devices both use every core and cut the lock step (``benchmarks/speed.py``). The draws do not depend on
 the number of devices.
@@ -30,6 +30,8 @@ from numpyro.handlers import seed, trace
 from numpyro.infer.hmc import hmc
 from jax.sharding import Mesh, PartitionSpec
 from numpyro.infer.util import constrain_fn, log_likelihood, potential_energy
+
+from bayescale import config
 
 __all__ = ["SamplerSettings", "prior_draw", "run_nuts"]
 
@@ -263,6 +265,7 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     best MAP potential found during initialisation. ``joint`` (with ``batched``) samples the batch's curves in one
     Laplace-whitened NUTS run (:func:`_joint`) instead of one NUTS per curve.
     """
+    config.setup()  # compilation cache and CPU devices, once per process
     dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
     if progress is None:
         progress = sys.stderr.isatty()

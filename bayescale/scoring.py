@@ -106,7 +106,7 @@ def crps_from_draws(draws, observed) -> np.ndarray:
 
 def crps_gaussian(mu, sigma, observed) -> np.ndarray:
     """Closed-form CRPS of a Normal(mu, sigma) predictive (Gneiting & Raftery 2007)."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy.stats is slow to import
 
     mu, sd, y = _arr(mu, "mu"), _arr(sigma, "sigma"), _arr(observed, "observed")
     z = (y - mu) / sd

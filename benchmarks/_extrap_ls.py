@@ -22,27 +22,18 @@ from numpyro.distributions.transforms import biject_to
 from scipy.optimize import least_squares
 
 from bayescale.laws import Law
-from bayescale.runs import scales_for, transform_inputs
-
-
-def _pad(n: int) -> int:
-    return max(8, 1 << (n - 1).bit_length())
+from bayescale.model import curve_data, pad_length
+from bayescale.runs import transform_inputs
 
 
 class LSProblem:
-    """``ln y - ln mu(theta)`` of one curve, padded to a power of two so curves share compiled programs."""
+    """``ln y - ln mu(theta)`` of one curve, padded like NUTS fits (masked) so curves share compiled programs."""
 
     def __init__(self, law: Law, ctx: pd.DataFrame):
         self.law = law
-        self.scales = scales_for(law, ctx)
-        n = len(ctx)
-        self.n, self.k = n, len(law.params)
-        npad = _pad(n)
-        t = transform_inputs(law, {k: ctx[k].to_numpy() for k in law.input_names}, self.scales.center)
-        self.t = {k: np.concatenate([v, np.full(npad - n, v.mean())]) for k, v in t.items()}
-        ly = np.log(ctx["y"].to_numpy(float))
-        self.ly = np.concatenate([ly, np.full(npad - n, ly.mean())])
-        self.mask = np.concatenate([np.ones(n), np.zeros(npad - n)])
+        self.n, self.k = len(ctx), len(law.params)
+        data, self.scales = curve_data(law, ctx, pad_length(self.n))
+        self.t, self.ly, self.mask = data["t"], np.log(data["y"]), data["mask"].astype(float)
         self.priors = [p.prior(self.scales) for p in law.params]
         self.bij = [biject_to(d.support) for d in self.priors]
         self._res, self._jac, self._mean = _compiled(law)

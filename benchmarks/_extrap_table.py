@@ -1,25 +1,16 @@
-"""Tables, goals and plots of the extrapolation benchmark (``python -m benchmarks.extrapolation --table``)."""
+"""Tables and plots of the extrapolation benchmark, from the result files of ``extrapolation.STANDARD``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import update_markdown
+from benchmarks._common import Table, load_json, shown
 
-START, END = "<!-- extrapolation:start -->", "<!-- extrapolation:end -->"
 SUITE_ORDER = {"revisiting": 0, "colpret": 1, "chinchilla": 2, "gadre": 3}
 DOMAIN_ORDER = {"IC": 0, "NMT": 1, "LM": 2, "BB": 3}
-# NSL-PFN (Lee et al., ICML 2025), Table of the revisiting benchmark: published, not rerun here.
-PUBLISHED = [
-    ("IC", "NSL-PFN", 0.0280, 3.330),
-    ("IC", "MCMC (M4)", 0.0422, 3.024),
-    ("IC", "M4 least squares", 0.0415, None),
-    ("IC", "BNSL", 0.0406, None),
-    ("NLP+Nano", "NSL-PFN", 0.0194, 2.773),
-]
+NSL_PFN_IC = (0.0280, 3.330)  # NSL-PFN's IC RMSLE and LL (Lee et al., ICML 2025; published, not rerun here)
 # bootstrap baseline per suite/domain for the pooled calibration goal
 BOOT_FOR = {"revisiting": "boot:M4", "colpret": "boot:M4", "chinchilla": "boot:chinchilla",
             ("gadre", "loss"): "boot:chinchilla", ("gadre", "downstream"): "boot:downstream"}
@@ -30,16 +21,11 @@ def _bayescale(method: str) -> bool:
 
 
 def load_results(results: Path) -> list[dict]:
-    out = []
-    for p in sorted(results.glob("*__*.json")):
-        try:
-            d = json.loads(p.read_text())
-        except json.JSONDecodeError:
-            continue
-        if "aggregate" in d and "suite" in d:
-            d["_file"] = p.name
-            out.append(d)
-    return out
+    """The result files of every (suite, method) in ``STANDARD`` that ``results`` has."""
+    from benchmarks.extrapolation import STANDARD, result_name
+
+    found = (load_json(results / result_name(s, m)) for s, (_, ms) in STANDARD.items() for m in ms)
+    return [d for d in found if d is not None]
 
 
 def _f(v, fmt=".4f", se=None):
@@ -56,11 +42,13 @@ def _method_key(m: str):
     return (order.get(m.split(":")[0], 9), m)
 
 
-def rows_table(res: list[dict]) -> list[str]:
-    head = ("| suite | domain | method | curves | points | RMSLE | LL (data y) | LL (NSL-PFN units) | cov 50% | "
-            "cov 90% | cov 99% | MSCE | width 90% | CRPS | fit ok | s / curve | suite wall s (CPU s, load avg) | limit |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    keyed = []
+HEADER = ["suite", "domain", "method", "curves", "points", "RMSLE", "LL (data y)", "LL (NSL-PFN units)", "cov 50%",
+          "cov 90%", "cov 99%", "MSCE", "width 90%", "CRPS", "fit ok", "s / curve", "suite wall s (CPU s, load avg)",
+          "limit"]
+
+
+def rows_table(res: list[dict]) -> list[list[str]]:
+    lines, keyed = [], []
     for d in res:
         for dom, a in d["aggregate"].items():
             if dom == "pooled" and len(d["aggregate"]) == 2:
@@ -72,32 +60,32 @@ def rows_table(res: list[dict]) -> list[str]:
         load = d.get("loadavg_start")
         cpu = f"{d['cpu_s']:.0f} CPU s, " if d.get("cpu_s") else ""
         wall = f"{d['wall_s']:.0f} ({cpu}load {load[0]:.1f})" if load else f"{d['wall_s']:.0f}"
-        lines.append(
-            f"| {d['suite']} | {dom} | {d['method']} | {a['curves']} | {a['points']} | "
-            f"{_f(a.get('rmsle'), '.4f', a.get('rmsle_se'))} | {_f(a.get('ll'), '.3f', a.get('ll_se'))} | "
-            f"{_f(a.get('ll_nsl'), '.3f')} | {_f(cov['0.5'], '.2f')} | {_f(cov['0.9'], '.2f')} | "
-            f"{_f(cov['0.99'], '.2f')} | {_f(a.get('msce'), '.4f', a.get('msce_se'))} | {_f(a.get('width90'), '.3g')} | "
-            f"{_f(a.get('crps'), '.3g')} | {a['ok_rate']:.0%} | {_f(a.get('seconds'), '.1f')} | {wall} | "
-            f"{d.get('limit') or 'all'} |")
+        lines.append([
+            d["suite"], dom, d["method"], a["curves"], a["points"], _f(a.get("rmsle"), ".4f", a.get("rmsle_se")),
+            _f(a.get("ll"), ".3f", a.get("ll_se")), _f(a.get("ll_nsl"), ".3f"), _f(cov["0.5"], ".2f"),
+            _f(cov["0.9"], ".2f"), _f(cov["0.99"], ".2f"), _f(a.get("msce"), ".4f", a.get("msce_se")),
+            _f(a.get("width90"), ".3g"), _f(a.get("crps"), ".3g"), f"{a['ok_rate']:.0%}", _f(a.get("seconds"), ".1f"),
+            wall, d.get("limit") or "all"])
     return lines
 
 
-def goals(res: list[dict]) -> list[str]:
+def goals(res: list[dict]) -> list[list[str]]:
     by = {(d["suite"], d["method"]): d for d in res}
-    lines = ["| goal | measured | met? |", "|---|---|---|"]
+    lines = []
+    r_goal, ll_goal = NSL_PFN_IC
     ic = [(d["method"], d["aggregate"]["IC"]) for d in res
           if d["suite"] == "revisiting" and _bayescale(d["method"]) and "IC" in d["aggregate"]]
+    goal = f"IC: best bayescale RMSLE < {r_goal} and LL > {ll_goal} (NSL-PFN)"
     if ic:
         best_r = min(ic, key=lambda x: x[1]["rmsle"])
         best_l = max(ic, key=lambda x: x[1]["ll"])
-        both = [m for m, a in ic if a["rmsle"] < 0.028 and a["ll"] > 3.33]
+        both = [m for m, a in ic if a["rmsle"] < r_goal and a["ll"] > ll_goal]
         partial = any(by[("revisiting", m)].get("limit") for m, _ in ic)
-        lines.append(f"| IC: best bayescale RMSLE < 0.028 and LL > 3.33 (NSL-PFN) | best RMSLE {best_r[1]['rmsle']:.4f} "
-                     f"({best_r[0]}), best LL {best_l[1]['ll']:.3f} ({best_l[0]})"
-                     f"{'; some runs with --limit' if partial else ''} | "
-                     f"{'met by ' + ', '.join(both) if both else 'not met'} |")
+        lines.append([goal, f"best RMSLE {best_r[1]['rmsle']:.4f} ({best_r[0]}), best LL {best_l[1]['ll']:.3f} "
+                            f"({best_l[0]}){'; some runs with --limit' if partial else ''}",
+                      "met by " + ", ".join(both) if both else "not met"])
     else:
-        lines.append("| IC: best bayescale RMSLE < 0.028 and LL > 3.33 | no revisiting results | not measured |")
+        lines.append([goal, "no revisiting results", "not measured"])
     # pooled calibration: bma against the least-squares bootstrap of each suite's default law
     pooled = {}
     for who in ("bma", "boot"):
@@ -105,84 +93,91 @@ def goals(res: list[dict]) -> list[str]:
         msces, suites = [], set()
         for d in res:
             for dom, a in d["aggregate"].items():
-                if dom == "pooled":
-                    continue
                 want = "bma" if who == "bma" else BOOT_FOR.get((d["suite"], dom), BOOT_FOR.get(d["suite"]))
-                if d["method"] != want:
+                if dom == "pooled" or d["method"] != want:
                     continue
-                cp = a["coverage_points"]["0.9"]
                 n += a["points"]
-                cov90 += cp * a["points"]
+                cov90 += a["coverage_points"]["0.9"] * a["points"]
                 msces += [c["msce"] for c in d["curves"] if c.get("domain") == dom and "msce" in c]
                 suites.add(d["suite"])
         pooled[who] = (cov90 / n if n else None, float(np.mean(msces)) if msces else None, sorted(suites), int(n))
     cb, mb, sb, nb = pooled["bma"]
-    cs, ms, ss, ns = pooled["boot"]
+    cs, ms, ss, _ = pooled["boot"]
     if cb is not None:
-        lines.append(f"| pooled 90% coverage of bma in [85%, 95%] | {cb:.1%} of {nb} held-out points ({', '.join(sb)}) | "
-                     f"{'met' if 0.85 <= cb <= 0.95 else 'not met'} |")
+        lines.append(["pooled 90% coverage of bma in [85%, 95%]", f"{cb:.1%} of {nb} held-out points ({', '.join(sb)})",
+                      "met" if 0.85 <= cb <= 0.95 else "not met"])
     if mb is not None and ms is not None:
-        lines.append(f"| pooled MSCE (mean over curves) of bma below the LS bootstrap's | bma {mb:.4f} vs bootstrap "
-                     f"{ms:.4f} (bootstrap 90% coverage {cs:.1%}; {', '.join(ss)}) | {'met' if mb < ms else 'not met'} |")
+        lines.append(["pooled MSCE (mean over curves) of bma below the LS bootstrap's", f"bma {mb:.4f} vs bootstrap "
+                      f"{ms:.4f} (bootstrap 90% coverage {cs:.1%}; {', '.join(ss)})", "met" if mb < ms else "not met"])
     full = [d for d in res if d["suite"] == "revisiting" and d["method"].startswith("nuts:") and not d.get("limit")
             and not d.get("domain")]
-    if full:
-        fastest = min(full, key=lambda d: d["wall_s"])
-        ld = fastest.get("loadavg_start") or [float("nan")]
-        cpu = fastest.get("cpu_s")
-        cpu_txt = f", {cpu / 60:.1f} CPU min (≈ {cpu / 120:.1f} min if it had both cores)" if cpu else ""
-        lines.append(f"| revisiting suite, one NUTS family, < 10 min on 2 cores | {fastest['method']}: "
-                     f"{fastest['wall_s'] / 60:.1f} min wall for {fastest['aggregate']['pooled']['curves']} curves"
-                     f"{cpu_txt} (load average {ld[0]:.1f} at start: the 2 cores were shared with other jobs) | "
-                     f"{'met' if fastest['wall_s'] < 600 else 'not met (wall)'}"
-                     f"{'; CPU time fits' if cpu and fastest['wall_s'] >= 600 and cpu < 1200 else ''} |")
-        others = ", ".join(f"{d['method']} {d['wall_s'] / 60:.1f} min wall"
-                           + (f" ({d['cpu_s'] / 60:.1f} CPU min, load {d['loadavg_start'][0]:.1f})" if d.get("cpu_s") else "")
-                           for d in sorted(full, key=lambda d: d["wall_s"]))
-        lines.append(f"| (every full revisiting NUTS run) | {others} | |")
-    else:
-        lines.append("| revisiting suite, one NUTS family, < 10 min | no full-suite NUTS run | not measured |")
+    if not full:
+        return lines + [["revisiting suite, one NUTS family, < 10 min", "no full-suite NUTS run", "not measured"]]
+    fastest = min(full, key=lambda d: d["wall_s"])
+    ld = fastest.get("loadavg_start") or [float("nan")]
+    cpu = fastest.get("cpu_s")
+    cpu_txt = f", {cpu / 60:.1f} CPU min (≈ {cpu / 120:.1f} min if it had both cores)" if cpu else ""
+    lines.append(["revisiting suite, one NUTS family, < 10 min on 2 cores",
+                  f"{fastest['method']}: {fastest['wall_s'] / 60:.1f} min wall for "
+                  f"{fastest['aggregate']['pooled']['curves']} curves{cpu_txt} (load average {ld[0]:.1f} at start: "
+                  "the 2 cores were shared with other jobs)",
+                  ("met" if fastest["wall_s"] < 600 else "not met (wall)")
+                  + ("; CPU time fits" if cpu and fastest["wall_s"] >= 600 and cpu < 1200 else "")])
+    lines.append(["(every full revisiting NUTS run)", ", ".join(
+        f"{d['method']} {d['wall_s'] / 60:.1f} min wall"
+        + (f" ({d['cpu_s'] / 60:.1f} CPU min, load {d['loadavg_start'][0]:.1f})" if d.get("cpu_s") else "")
+        for d in sorted(full, key=lambda d: d["wall_s"])), ""])
     return lines
 
 
-def notes(res: list[dict]) -> list[str]:
-    """What the numbers cover: limits, the downstream task's input, PFN weights, bma's stacking weights."""
+def details(res: list[dict]) -> list[list[str]]:
+    """Per method and domain: the PFN weights used, the calibrated taus, bma's mean stacking weights."""
     out = []
-    lim = sorted({f"{d['suite']} ({d['limit']} curves per domain)" for d in res if d.get("limit")})
-    if lim:
-        out.append(f"- Run with `--limit`: {', '.join(lim)}; every other row covers the whole suite.")
-    out.append("- Gadre `downstream`: the large runs' top-1 error is predicted from their observed C4 loss through "
-               "the loss → error law fitted on the small runs (the link alone, not chained through a predicted loss).")
-    for d in res:
-        if d["method"] == "pfn" and isinstance(d.get("pfn_weights"), dict):
+    for d in sorted(res, key=lambda d: (SUITE_ORDER.get(d["suite"], 9), _method_key(d["method"]))):
+        m = d["method"]
+        if m == "pfn" and isinstance(d.get("pfn_weights"), dict):
             w = d["pfn_weights"]
             rc = w.get("recalibration")
-            out.append(f"- `pfn` on {d['suite']}: weights {w.get('config_name')} at step {w.get('step')} of "
-                       f"{w.get('total_steps')} (sha256 {str(w.get('sha256'))[:12]}); "
-                       + (f"recalibrated predictive (map fitted on {rc}; no real data)." if rc else
-                          "raw network predictive (no recalibration map)."))
-    for d in res:
-        if d["method"].startswith(("cal:", "local:")):
+            out.append([d["suite"], m, "all", f"weights {w.get('config_name')} at step {w.get('step')} of "
+                        f"{w.get('total_steps')} (sha256 {str(w.get('sha256'))[:12]}); "
+                        + (f"recalibrated predictive (map fitted on {rc}; no real data)" if rc else
+                           "raw network predictive (no recalibration map)")])
+        elif m.startswith(("cal:", "local:")):
             taus: dict = {}
             for c in d["curves"]:
                 taus.setdefault(c["domain"], c.get("tau"))
-            txt = ", ".join(f"{dom} {t:.3g}" for dom, t in taus.items() if t is not None)
-            out.append(f"- `{d['method']}` on {d['suite']}: NUTS plus the extrapolation error (`bayescale.discrepancy`),"
-                       f" tau per decade beyond the runs from leave-future-out on the fit runs, pooled per domain: {txt}"
-                       + ("; then each curve refitted locally around its targets' inputs (`Fit.localize`: each fit "
-                          "run carries tau x its distance in decades from them; curves with tau 0 keep the global fit), "
-                          "and the local fits' own tau calibrated the same way; the larger of the two is used (listed)."
-                          if d["method"].startswith("local:") else "."))
-    for d in res:
-        if d["method"] != "bma":
-            continue
-        acc: dict = {}
-        for c in d["curves"]:
-            for k, v in c.get("weights", {}).items():
-                acc.setdefault(c["domain"], {}).setdefault(k, []).append(v)
-        txt = "; ".join(f"{dom}: " + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in ws.items()) for dom, ws in acc.items())
-        out.append(f"- `bma` stacking weights on {d['suite']} (mean over curves, from PSIS-LOO of the fitted runs): {txt}.")
+            out += [[d["suite"], m, dom, f"tau {t:.3g} per decade" + (" (the larger of the global and the local "
+                     "fits')" if m.startswith("local:") else "")] for dom, t in taus.items() if t is not None]
+        elif m == "bma":
+            acc: dict = {}
+            for c in d["curves"]:
+                for k, v in c.get("weights", {}).items():
+                    acc.setdefault(c["domain"], {}).setdefault(k, []).append(v)
+            out += [[d["suite"], m, dom, "mean stacking weights " + ", ".join(f"{k} {np.mean(v):.2f}"
+                                                                              for k, v in ws.items())]
+                    for dom, ws in acc.items()]
     return out
+
+
+def tables(results: Path) -> list[Table]:
+    from benchmarks.extrapolation import STANDARD_COMMAND
+
+    res = load_results(results)
+    if not res:
+        return []
+    dates = sorted(d["date"] for d in res)
+    commands = {d["command"] for d in res}
+    history = ""
+    if len(commands) != 1 or "--standard" not in next(iter(commands)):
+        history = (f"{len(commands)} commands run between {dates[0]} and {dates[-1]} (each file's `command` says "
+                   "which)")
+    cmd = STANDARD_COMMAND if history else next(iter(commands))
+    m = res[0]["machine"]
+    src = (f"{m['cpu_model']}, {m['cpu_count']} cores, JAX {m['jax']} on {m['backend']}, bayescale {m['bayescale']}; "
+           f"{len(res)} result files {shown(results)}/<suite>__<method>.json")
+    return [Table("extrapolation", cmd, src, HEADER, rows_table(res), history),
+            Table("extrapolation_goals", cmd, src, ["goal", "measured", "met?"], goals(res), history),
+            Table("extrapolation_details", cmd, src, ["suite", "method", "domain", "detail"], details(res), history)]
 
 
 def plots(results: Path, res: list[dict]) -> list[str]:
@@ -256,43 +251,3 @@ def plots(results: Path, res: list[dict]) -> list[str]:
             plt.close(fig)
             out.append(name)
     return out
-
-
-def write_table(results: Path, markdown: Path) -> dict:
-    res = load_results(results)
-    if not res:
-        raise SystemExit(f"no <suite>__<method>.json results under {results}; run a suite first")
-    pngs = plots(results, res)
-    if not pngs:  # fresh clone without the cache: keep linking the committed figures
-        pngs = sorted(p.name for p in results.glob("extrapolation_*.png"))
-    dates = sorted(d["date"] for d in res)
-    m = res[0]["machine"]
-    rel = "benchmarks/results" if results.resolve().parent.name == "benchmarks" else str(results)
-    lines = [
-        START, "## Extrapolation on real scaling-law data", "",
-        f"`python -m benchmarks.extrapolation --suite <suite> --method <method>` runs between {dates[0]} and "
-        f"{dates[-1]} on {m['cpu_model']} ({m['cpu_count']} cores shared with two other jobs, JAX {m['jax']} on "
-        f"{m['backend']}), bayescale {m['bayescale']}; the load average at the start of each suite is in the table, "
-        "so timings are under contention. Raw numbers (per curve and aggregate): `benchmarks/results/<suite>__<method>.json`; "
-        "this section: `python -m benchmarks.extrapolation --table`.", "",
-        "Definitions (`bayescale/scoring.py`, matched to NSL-PFN's reference code): per curve, RMSLE = "
-        "sqrt(mean (ln median − ln y)²) of the predictive median over the held-out points; LL = mean log predictive "
-        "density of the held-out points (each point's marginal; exact mixture over posterior draws for NUTS, a "
-        "lognormal with the residual sigma for `ls`, the mixture over resamples for `boot`); LL in NSL-PFN units: "
-        "raw y for revisiting, y / max(context y) for ColPret; coverage of central intervals; MSCE = mean over the "
-        "levels 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99 of (coverage − level)²; width and CRPS in y units. Figures are "
-        "means over curves ± standard error; `fit ok` = share of curves passing r-hat/ESS/divergence/E-BFMI "
-        "(no refits in the benchmark). NUTS: 4 chains × (300 warm-up + 300 draws); `boot`: 200 resamples.", "",
-    ]
-    lines += rows_table(res)
-    lines += ["", "**Published reference (NSL-PFN, Lee et al., ICML 2025; published, not rerun):**", "",
-              "| domain | method | RMSLE | LL |", "|---|---|---|---|"]
-    lines += [f"| {dom} | {name} (published, not rerun) | {r:.4f} | {_f(ll, '.3f')} |" for dom, name, r, ll in PUBLISHED]
-    lines += ["", "### Goals", ""] + goals(res) + ["", "### Notes", ""] + notes(res)
-    if pngs:
-        lines += ["", "### Plots", "", "Fitted runs (black dots), held-out runs (red crosses), median and 90% band of each method.", ""]
-        lines += [f"![{p}]({rel}/{p})" for p in pngs]
-    lines.append(END)
-    update_markdown(markdown, "\n".join(lines), START, END)
-    print(f"wrote the extrapolation section of {markdown} from {len(res)} result files; {len(pngs)} plots")
-    return {"files": [d["_file"] for d in res], "plots": pngs}

@@ -3,7 +3,7 @@
 Fits the first ``--curves`` IC curves of the revisiting benchmark (fit split) with M4 for each batch size, twice
 (the first call compiles, the second reuses the program), and reports times, the share of fits passing the
 diagnostics gate and the mean leapfrog steps per draw. Writes ``benchmarks/results/batching.json`` and the
-``batching`` section of ``benchmarks/RESULTS.md``.
+``batching`` table of ``benchmarks/RESULTS.md``.
 
     python -m benchmarks.batching [--sizes 1,4,16] [--curves 16] [--draws 300] [--law M4]
 """
@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import RESULTS_MD, ROOT, update_markdown
-
-START, END = "<!-- batching:start -->", "<!-- batching:end -->"
+from benchmarks._common import (RESULTS, Table, command_line, describe, load_json, machine_info, output_args, publish,
+                                save_json, shown)
 
 
 def run(sizes, n_curves: int, draws: int, law: str) -> list[dict]:
@@ -45,17 +43,15 @@ def run(sizes, n_curves: int, draws: int, law: str) -> list[dict]:
     return rows
 
 
-def markdown(rows, meta, args) -> str:
-    lines = [START, f"## fit_many batch size ({args.law}, {args.curves} IC curves, 4 chains x ({args.draws} + {args.draws}))", "",
-             f"`{meta['command']}` on {meta['cpu_model']} ({meta['cpu_count']} cores, JAX {meta['jax_backend']}), "
-             f"{meta['date']}. Second call = the compiled program reused.", "",
-             "| curves per batch | first call s | second call s | s per curve | ok | leapfrog steps/draw |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['batch_size']} | {r['first_s']:.1f} | {r['second_s']:.1f} | {r['per_curve_s']:.2f} | "
-                     f"{r['ok_share']:.0%} | {r['mean_leapfrog_steps']:.1f} |")
-    lines.append(END)
-    return "\n".join(lines)
+def tables(out: Path = RESULTS) -> list[Table]:
+    res = load_json(out / "batching.json")
+    if res is None:
+        return []
+    m = res["machine"]
+    return [Table("batching", m["command"], f"{describe(m)}; {shown(out / 'batching.json')}",
+                  ["curves per batch", "first call s", "second call s", "s per curve", "ok", "leapfrog steps/draw"],
+                  [[r["batch_size"], f"{r['first_s']:.1f}", f"{r['second_s']:.1f}", f"{r['per_curve_s']:.2f}",
+                    f"{r['ok_share']:.0%}", f"{r['mean_leapfrog_steps']:.1f}"] for r in res["results"]])]
 
 
 def main(argv=None):
@@ -64,17 +60,12 @@ def main(argv=None):
     ap.add_argument("--curves", type=int, default=16)
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--law", default="M4")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    ap.add_argument("--md", default=str(RESULTS_MD))
+    output_args(ap)
     args = ap.parse_args(argv)
-    from benchmarks.speed import machine_info
-
-    meta = machine_info("python -m benchmarks.batching " + " ".join(argv if argv is not None else sys.argv[1:]))
+    meta = machine_info(command_line("batching", argv))
     rows = run([int(v) for v in args.sizes.split(",")], args.curves, args.draws, args.law)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "batching.json").write_text(json.dumps({"machine": meta, "results": rows}, indent=2))
-    if args.md:
-        update_markdown(Path(args.md), markdown(rows, meta, args), START, END)
+    save_json(args.out / "batching.json", {"machine": meta, "results": rows})
+    publish(tables, args)
 
 
 if __name__ == "__main__":

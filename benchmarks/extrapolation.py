@@ -9,16 +9,20 @@ Suites (bundled data, :mod:`bayescale.datasets`):
   average downstream top-1 error from the observed loss via the loss -> error law (domain ``downstream``).
 
 Methods: ``nuts:<law>`` (every applicable family), ``cal:<law>`` (the same plus the extrapolation discrepancy
-calibrated per domain on the fit runs, :mod:`bayescale.discrepancy`), ``bma`` (stacking average of the cached NUTS families, per
-curve), ``ls:<law>`` (multi-start least squares, lognormal residual noise), ``boot:<law>`` (bootstrap of least
-squares), ``pfn`` (when :mod:`bayescale.pfn` is available), ``all``.
+calibrated per domain on the fit runs), ``local:<law>`` (then refitted locally around the targets' inputs), ``bma``
+(stacking average of the cached NUTS families, per curve), ``ls:<law>`` (multi-start least squares, lognormal
+residual noise), ``boot:<law>`` (bootstrap of least squares), ``pfn`` (when :mod:`bayescale.pfn` is available),
+``all``.
 
+    python -m benchmarks.extrapolation --standard   # every suite and method of STANDARD, then the tables and plots
     python -m benchmarks.extrapolation --suite revisiting --method nuts:M4 [--domain IC] [--limit 10] [--seed 0]
-    python -m benchmarks.extrapolation --table
+    python -m benchmarks.extrapolation --plots      # the figures again, from the cache
+    python -m benchmarks.extrapolation --self-check
 
-Each run writes ``benchmarks/results/<suite>__<method>.json`` (``:`` in the method becomes ``-``); NUTS runs
-cache each curve's predictive draws and pointwise LOO under ``benchmarks/results/cache/`` (ignored by git) so
-``bma`` reuses them without refitting. ``--table`` rebuilds the ``extrapolation`` section of ``RESULTS.md``.
+Each (suite, method) writes ``benchmarks/results/<suite>__<method>.json`` (``:`` in the method becomes ``-``); NUTS
+runs cache each curve's predictive draws and pointwise LOO under ``benchmarks/results/cache/`` (ignored by git) so
+``bma`` reuses them without refitting. The ``extrapolation*`` tables of ``RESULTS.md`` show the files of
+``STANDARD``: what ``--standard`` writes.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ import json
 import os
 import platform
 import re
-import shlex
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +41,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import RESULTS_MD, ROOT
+from benchmarks._common import RESULTS, command_line, loadavg, output_args, publish, save_json
 
-RESULTS = ROOT / "benchmarks" / "results"
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 ONE_INPUT = ("M1", "M2", "M3", "M4", "BNSL1", "BNSL2")
 LOSS_ND = ("chinchilla", "kaplan", "overtrain")
@@ -49,6 +52,21 @@ BASELINE_LAWS = ("M1", "M2", "M3", "M4", "BNSL1")
 NUTS = dict(chains=4, warmup=300, samples=300)
 DRAWS = 1000  # predictive draws kept per curve
 GRID = 60  # plot grid points (one-input suites)
+_LS = tuple(f"{k}:{law}" for k in ("boot", "ls") for law in LOSS_ND)
+# What --standard runs and the tables show: suite -> (curves per domain, None = all; methods, bma after the NUTS ones)
+STANDARD = {
+    "revisiting": (None, ("nuts:M1", "nuts:M2", "nuts:M3", "nuts:M4", "nuts:BNSL1", "cal:M3", "local:M3", "bma", "pfn",
+                          "boot:M4", "boot:BNSL1", "ls:M2", "ls:M3", "ls:M4", "ls:BNSL1")),
+    "colpret": (12, ("nuts:M2", "nuts:M3", "nuts:M4", "bma", "pfn", "boot:M4", "ls:M4")),
+    "chinchilla": (None, (*(f"nuts:{law}" for law in LOSS_ND), "cal:chinchilla", "local:chinchilla", "bma", *_LS)),
+    "gadre": (None, (*(f"nuts:{law}" for law in (*LOSS_ND, "downstream")), "cal:chinchilla", "cal:overtrain",
+                     "cal:downstream", "bma", *_LS, "boot:downstream", "ls:downstream")),
+}
+STANDARD_COMMAND = "python -m benchmarks.extrapolation --standard"
+
+
+def result_name(suite: str, method: str) -> str:
+    return f"{suite}__{method.replace(':', '-')}.json"
 
 
 @dataclass
@@ -398,18 +416,11 @@ def aggregate(rows: list[dict]) -> dict:
     return out
 
 
-def _loadavg():
-    try:
-        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return None
-
-
 def machine() -> dict:
     import jax
 
     import bayescale
-    from bayescale._config import cpu_model
+    from bayescale.config import cpu_model
 
     return {"bayescale": bayescale.__version__, "python": platform.python_version(), "jax": jax.__version__,
             "backend": jax.default_backend(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
@@ -434,8 +445,58 @@ def run_method(suite: str, method: str, tasks: list[Task], seed: int, cache: Pat
                      "pfn or all")
 
 
+def _pfn_weights() -> dict | str:
+    import importlib
+
+    try:
+        info = importlib.import_module("bayescale.pfn").load().info
+        w = {k: info.get(k) for k in ("config_name", "step", "total_steps", "sha256", "val_nll")}
+        rc = info.get("recalibration")  # run_pfn uses the default, recalibrated predictive
+        w["recalibration"] = (f"{sum(rc['curves'].values())} prior curves, seeds {rc['seed_range'][0]}-"
+                              f"{rc['seed_range'][1]}" if rc else None)
+        return w
+    except Exception as exc:  # the weights' description is informative only
+        return f"unknown ({type(exc).__name__})"
+
+
+def run_and_save(suite: str, method: str, tasks: list[Task], limit: int | None, args, command: str) -> dict | None:
+    """One method on one suite's tasks: scores per curve and aggregated, written to ``args.out``."""
+    settings = dict(chains=args.chains, warmup=args.warmup, samples=args.samples)
+    load0, t0, c0 = loadavg(), time.perf_counter(), time.process_time()
+    rows = run_method(suite, method, tasks, args.seed, args.out / "cache", settings, args.boot)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if not rows:
+        print(f"{suite} {method}: no applicable curves", file=sys.stderr)
+        return None
+    res = {"suite": suite, "method": method, **({"pfn_weights": _pfn_weights()} if method == "pfn" else {}),
+           "seed": args.seed, "domain": args.domain, "limit": limit,
+           "settings": {**settings, "draws_kept": DRAWS, "boot": args.boot, "levels": list(LEVELS)},
+           "command": command, "machine": machine(), "loadavg_start": load0, "loadavg_end": loadavg(),
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": wall, "cpu_s": cpu,
+           "aggregate": aggregate(rows), "curves": rows}
+    path = args.out / result_name(suite, method)
+    save_json(path, res)
+    a = res["aggregate"]["pooled"]
+    print(f"{suite} {method}: {a['curves']} curves, RMSLE {a['rmsle']:.4f}, LL {a['ll']:.3f}, "
+          f"cov90 {a['coverage']['0.9']:.3f}, MSCE {a['msce']:.4f}, {wall:.0f} s -> {path}", flush=True)
+    return res
+
+
+def tables(out: Path = RESULTS) -> list:
+    from benchmarks._extrap_table import tables as extrapolation_tables
+
+    return extrapolation_tables(out)
+
+
+def plots(out: Path = RESULTS) -> list[str]:
+    from benchmarks._extrap_table import load_results, plots as draw
+
+    return draw(out, load_results(out))
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.extrapolation", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--standard", action="store_true", help="every suite and method of STANDARD, then the tables")
     ap.add_argument("--suite", choices=SUITES)
     ap.add_argument("--method", default="all",
                     help="nuts:<law> | cal:<law> | local:<law> | bma | ls:<law> | boot:<law> | pfn | all")
@@ -446,58 +507,78 @@ def main(argv=None) -> dict:
     ap.add_argument("--warmup", type=int, default=NUTS["warmup"])
     ap.add_argument("--samples", type=int, default=NUTS["samples"])
     ap.add_argument("--boot", type=int, default=200, help="bootstrap resamples")
-    ap.add_argument("--results", type=Path, default=RESULTS, help="where the JSON files (and cache/) go")
-    ap.add_argument("--table", action="store_true", help="rebuild the RESULTS.md section from the JSON files")
-    ap.add_argument("--markdown", type=Path, default=RESULTS_MD)
+    ap.add_argument("--plots", action="store_true", help="only: draw the figures again from the cache")
+    ap.add_argument("--self-check", action="store_true", help="only: quick runs in a temporary folder, with checks")
+    output_args(ap)
     args = ap.parse_args(argv)
-    if args.table:
-        from benchmarks._extrap_table import write_table
-
-        return write_table(args.results, args.markdown)
-    if args.suite is None:
-        ap.error("--suite is required (or --table)")
+    if args.self_check:
+        self_check()
+        return {}
+    if args.plots:
+        return {"plots": plots(args.out)}
+    if args.standard == (args.suite is not None):
+        ap.error("give --standard or --suite")
+    if args.standard and (args.domain or args.limit):
+        ap.error("--standard runs whole suites (STANDARD sets colpret's limit)")
     if args.limit is not None and args.limit < 1:
         ap.error("--limit must be >= 1")
-    tasks = load_suite(args.suite, args.domain, args.limit)
-    methods = methods_for(args.suite) if args.method == "all" else [args.method]
-    settings = dict(chains=args.chains, warmup=args.warmup, samples=args.samples)
-    cache = args.results / "cache"
-    command = "python -m benchmarks.extrapolation " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    command = command_line("extrapolation", argv)
+    if args.standard:
+        jobs = [(suite, limit, methods) for suite, (limit, methods) in STANDARD.items()]
+    else:
+        jobs = [(args.suite, args.limit, methods_for(args.suite) if args.method == "all" else [args.method])]
     written = {}
-    for method in methods:
-        load0, t0, c0 = _loadavg(), time.perf_counter(), time.process_time()
-        rows = run_method(args.suite, method, tasks, args.seed, cache, settings, args.boot)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if not rows:
-            print(f"{args.suite} {method}: no applicable curves", file=sys.stderr)
-            continue
-        extra = {}
-        if method == "pfn":
-            import importlib
-
-            try:
-                info = importlib.import_module("bayescale.pfn").load().info
-                extra["pfn_weights"] = {k: info.get(k) for k in ("config_name", "step", "total_steps", "sha256",
-                                                                 "val_nll")}
-                rc = info.get("recalibration")  # run_pfn uses the default, recalibrated predictive
-                extra["pfn_weights"]["recalibration"] = (f"{sum(rc['curves'].values())} prior curves, seeds "
-                                                         f"{rc['seed_range'][0]}-{rc['seed_range'][1]}" if rc else None)
-            except Exception as exc:  # the weights' description is informative only
-                extra["pfn_weights"] = f"unknown ({type(exc).__name__})"
-        res = {"suite": args.suite, "method": method, **extra, "seed": args.seed, "domain": args.domain, "limit": args.limit,
-               "settings": {**settings, "draws_kept": DRAWS, "boot": args.boot, "levels": list(LEVELS)},
-               "command": command, "machine": machine(), "loadavg_start": load0, "loadavg_end": _loadavg(),
-               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": wall,
-               "cpu_s": cpu,
-               "aggregate": aggregate(rows), "curves": rows}
-        args.results.mkdir(parents=True, exist_ok=True)
-        path = args.results / f"{args.suite}__{method.replace(':', '-')}.json"
-        path.write_text(json.dumps(res, indent=1, default=float))
-        a = res["aggregate"]["pooled"]
-        print(f"{args.suite} {method}: {a['curves']} curves, RMSLE {a['rmsle']:.4f}, LL {a['ll']:.3f}, "
-              f"cov90 {a['coverage']['0.9']:.3f}, MSCE {a['msce']:.4f}, {wall:.0f} s -> {path}", flush=True)
-        written[method] = res
+    for suite, limit, methods in jobs:
+        tasks = load_suite(suite, args.domain, limit)
+        for method in methods:
+            res = run_and_save(suite, method, tasks, limit, args, command)
+            if res is not None:
+                written[(suite, method)] = res
+    if args.standard:
+        plots(args.out)
+        publish(tables, args)
     return written
+
+
+def self_check() -> None:
+    """Scores, stacking and suites on hand-checkable cases, then quick runs of every method kind in a temporary
+    folder: the result files, their tables and a one-family ``bma`` equal to that family."""
+    task = load_suite("revisiting", domain="BB", limit=1)[0]
+    y = task.tgt["y"].to_numpy()
+    row = score(task, np.tile(y, (50, 1)), np.zeros_like(y))
+    assert row["rmsle"] == 0 and all(v == 1 for v in row["coverage"].values()) and np.isclose(row["crps"], 0)
+    good = np.random.default_rng(1).normal(1.0, 0.1, 40)
+    w = stacking_weights(np.stack([good - 3.0, good], axis=1))
+    assert w[1] > 0.99 and np.isclose(w.sum(), 1) and stacking_weights(good[:, None]).tolist() == [1.0]
+    col = load_suite("colpret", limit=2)
+    assert len(col) == 2 and all(t.tgt["x"].min() > t.ctx["x"].max() and t.nsl_c == t.ctx["y"].max() for t in col)
+    try:
+        load_suite("revisiting", domain="XX")
+        raise AssertionError("an unknown domain should stop the run")
+    except SystemExit as exc:
+        assert "no domain" in str(exc)
+    tiny = ["--chains", "2", "--warmup", "60", "--samples", "60", "--boot", "12"]
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d)
+        for suite, method, more in (*(("revisiting", m, ["--domain", "BB", "--limit", "2"])
+                                      for m in ("nuts:M2", "bma", "ls:M2", "boot:M2")),
+                                    ("colpret", "ls:M4", ["--limit", "2"]), ("chinchilla", "ls:chinchilla", []),
+                                    ("gadre", "boot:downstream", ["--limit", "2"])):
+            main(["--suite", suite, "--method", method, *more, *tiny, "--out", d])
+            r = json.loads((out / result_name(suite, method)).read_text())
+            assert r["command"] and r["wall_s"] > 0 and {"bayescale", "cpu_count"} <= set(r["machine"])
+            assert r["aggregate"]["pooled"]["curves"] == len([c for c in r["curves"] if "failed" not in c]) >= 1
+            for c in r["curves"]:
+                cov = [c["coverage"][str(lv)] for lv in LEVELS]
+                assert all(0 <= v <= 1 for v in cov) and cov == sorted(cov) and np.isfinite(c["ll"]), c
+        bma, nuts = (json.loads((out / result_name("revisiting", m)).read_text())["curves"] for m in ("bma", "nuts:M2"))
+        assert all(c["weights"] == {"M2": 1.0} for c in bma)  # one cached family: weight 1, its exact density
+        assert np.allclose([c["ll"] for c in bma], [c["ll"] for c in nuts])
+        main_table, goals, details = tables(out)
+        text = "\n".join("| " + " | ".join(map(str, r)) + " |" for r in main_table.rows)
+        assert "| revisiting | BB | nuts:M2 |" in text and "| chinchilla | Chinchilla | ls:chinchilla |" in text
+        assert main_table.history and goals.rows and any(r[1] == "bma" for r in details.rows)
+    print("benchmarks.extrapolation: self-check passed")
 
 
 if __name__ == "__main__":

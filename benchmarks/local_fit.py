@@ -20,35 +20,23 @@ extrapolation error found), the local fit is the global one.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import time
 import warnings
-from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import RESULTS_MD, ROOT, update_markdown
-
-OUT = ROOT / "benchmarks" / "results"
-START, END = "<!-- local:start -->", "<!-- local:end -->"
-SIM_LAW = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}   # Hoffmann et al. 2022
+from benchmarks._common import (RESULTS, Table, command_line, load_json, machine_line, now, output_args, publish,
+                                save_json, shown, simulated_chinchilla)
 
 
 def _runs(world: int | None) -> pd.DataFrame:
     import bayescale as bs
 
-    runs = bs.datasets.chinchilla()[["N", "D", "C", "loss"]].copy()
-    if world is None:
-        runs["truth"] = np.nan
-        return runs
-    p = SIM_LAW
-    mean = p["E"] + p["A"] / runs["N"] ** p["alpha"] + p["B"] / runs["D"] ** p["beta"]
-    runs["loss"] = mean * np.exp(np.random.default_rng(world).normal(0, 0.01, len(runs)))
-    runs["truth"] = mean
-    return runs
+    if world is not None:
+        return simulated_chinchilla(world)
+    return bs.datasets.chinchilla().assign(truth=np.nan)
 
 
 def _score(f, target: pd.DataFrame) -> dict:
@@ -83,41 +71,32 @@ def one(world: int | None, draws: int, min_tokens_per_param: float = 0.0) -> dic
                for k, v in _score(f, target).items()}}
 
 
-def markdown(res: dict) -> str:
-    lines = [START, "## Local fits (`Fit.localize`): calibration and accuracy", "",
-             f"`{res['command']}` on {res['machine']}, {res['timestamp']}; NUTS 4 chains x ({res['draws']} + "
-             f"{res['draws']}). Fitted on the Chinchilla runs below 1e21 FLOP, predicted at the 23 at or above; tau by "
-             "leave-future-out on the fitted runs (`Fit.calibrate`), never the targets. *global*: the law as fitted; "
-             "*calibrated*: with the extrapolation error tau per decade beyond the runs; *local*: each run carries "
-             "tau x its distance in decades from the targets (`Fit.localize`), and its own extrapolation error re-estimated "
-             "on the local fit the same way (the larger of the two kept; the local row's tau). Coverage: share of "
-             "targets inside the central 90% band; log density: mean log predictive density of the held-out runs.", "",
-             "| data | fit | tau | 90% band of the mean curve covers the true law | 90% band of a run covers the run "
-             "| RMSLE of the median (vs true law) | RMSLE (vs runs) | log density | band width (ln) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def tables(out: Path = RESULTS) -> list[Table]:
+    res = load_json(out / "local_fit.json")
+    if res is None:
+        return []
+    rows = []
     for key, label in (("sim", f"simulated, {res['sim']['worlds']} worlds (Hoffmann law, 1% noise)"),
                        ("real", "real Chinchilla runs"), ("real_dn1", "real, D/N >= 1 runs fitted")):
         r = res[key]
         for fit in ("global", "calibrated", "local"):
             cc = r.get(f"{fit}_curve_cover90")
             tau = 0.0 if fit == "global" else r["tau_local" if fit == "local" else "tau"]
-            lines.append(f"| {label} | {fit} | {tau:.3g} | {'' if cc is None else f'{cc:.2f}'} | "
-                         f"{r[f'{fit}_run_cover90']:.2f} | "
-                         f"{'' if cc is None else format(r[f'{fit}_rmsle_truth'], '.4f')} | "
-                         f"{r[f'{fit}_rmsle_runs']:.4f} | {r[f'{fit}_log_density']:.3f} | "
-                         f"{r[f'{fit}_band_width']:.3f} |")
-    lines += ["", "Simulated rows: means over the worlds (tau: their median; "
-              f"{res['sim']['tau_positive']} of {res['sim']['worlds']} worlds found tau > 0, the others' local fit is the "
-              "global one).", END]
-    return "\n".join(lines)
+            rows.append([label, fit, f"{tau:.3g}", "" if cc is None else f"{cc:.2f}", f"{r[f'{fit}_run_cover90']:.2f}",
+                         "" if cc is None else f"{r[f'{fit}_rmsle_truth']:.4f}", f"{r[f'{fit}_rmsle_runs']:.4f}",
+                         f"{r[f'{fit}_log_density']:.3f}", f"{r[f'{fit}_band_width']:.3f}"])
+    return [Table("local_fit", res["command"], f"{res['machine']}, {res['timestamp']}; NUTS 4 chains x "
+                  f"({res['draws']} + {res['draws']}); {shown(out / 'local_fit.json')}",
+                  ["data", "fit", "tau", "90% band of the mean curve covers the true law",
+                   "90% band of a run covers the run", "RMSLE of the median (vs true law)", "RMSLE (vs runs)",
+                   "log density", "band width (ln)"], rows)]
 
 
 def main(argv=None) -> dict:
-    import sys
-
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.local_fit", description=__doc__.split("\n")[0])
     ap.add_argument("--worlds", type=int, default=16)
     ap.add_argument("--draws", type=int, default=500)
+    output_args(ap)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     sims = []
@@ -127,16 +106,14 @@ def main(argv=None) -> dict:
     sim = {k: float(np.median([s[k] for s in sims]) if k.startswith("tau") else np.mean([s[k] for s in sims]))
            for k in sims[0]}
     sim.update(worlds=args.worlds, tau_positive=int(sum(s["tau"] > 0 for s in sims)), per_world=sims)
-    res = {"command": "python -m benchmarks.local_fit " + " ".join(sys.argv[1:] if argv is None else argv),
-           "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "machine": f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores, JAX cpu)",
-           "draws": args.draws, "sim": sim, "real": one(None, args.draws), "real_dn1": one(None, args.draws, 1.0)}
+    res = {"command": command_line("local_fit", argv), "timestamp": now(),
+           "machine": machine_line(), "draws": args.draws, "sim": sim, "real": one(None, args.draws),
+           "real_dn1": one(None, args.draws, 1.0)}
     for k in ("real", "real_dn1"):
         print(k, res[k], flush=True)
     res["elapsed_s"] = time.perf_counter() - t0
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "local_fit.json").write_text(json.dumps(res, indent=1, default=float))
-    update_markdown(RESULTS_MD, markdown(res), START, END)
+    save_json(args.out / "local_fit.json", res)
+    publish(tables, args)
     return res
 
 

@@ -11,30 +11,33 @@ refitted with a new seed (at most ``--retries`` times, the lowest r-hat kept) wh
 the posterior predictive median at the 23 held-out runs; pooled over the start sets like the replay.
 
     python -m benchmarks.replay_rescore [--suite starts,starts_dn1] [--checkpoints 12] [--draws 500] [--workers 2]
-    python -m benchmarks.replay_rescore --table   # summary and RESULTS.md section again from the JSON
-    python -m benchmarks.replay_rescore --table --feasibility 320   # + random designs: can any choice do it?
+                                        [--feasibility 320]
+    python -m benchmarks.replay_rescore --self-check
+
+It reads the replay's ``benchmarks/results/active_learning.json`` (``--replay``) and writes
+``benchmarks/results/replay_rescore.json`` and the ``rescore_*`` tables of ``benchmarks/RESULTS.md``. ``--feasibility
+N``: N random designs per suite (a start set plus pool runs in random order under a log-uniform budget), fitted like
+the local strategies: can any choice of runs reach the threshold with half the best baseline's compute?
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import sys
 import time
 import warnings
-from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import RESULTS_MD, ROOT, update_markdown
+from benchmarks._common import (OURS, RESULTS, Table, command_line, is_local, levels_table, load_json, machine_line,
+                                now, output_args, pool_tau, pooled_summary, publish, save_json, score_fit,
+                                shown, starts_setup)
 
-OUT = ROOT / "benchmarks" / "results"
-START, END = "<!-- rescore:start -->", "<!-- rescore:end -->"
 STRATEGIES = ("ours_local", "grid+local", "uncertain+local", "random+local", "cheapest+local",
               "ours", "grid", "uncertain", "random", "cheapest")
 RHAT_RETRY = 1.05
+FILE = "replay_rescore.json"
 
 
 def _run_sets(steps: list[dict], start: list[int], checkpoints: np.ndarray) -> list[int]:
@@ -72,14 +75,12 @@ def _careful_fit(train, st: dict, local_tau: float | None, draws: int, seed: int
 def rescore_world(args) -> dict:
     """Every strategy's run sets at the checkpoints of one start set, refitted carefully and scored."""
     w, suite, traces, checkpoints, draws, retries = args
-    from benchmarks.active_learning import _is_local, _pool_tau, _score, _starts_setup
-
-    st = _starts_setup(w, 1.0 if suite == "starts_dn1" else 0.0)
-    tau = _pool_tau(st["pool"], st["law"], st["inputs"])
+    st = starts_setup(w, 1.0 if suite == "starts_dn1" else 0.0)
+    tau = pool_tau(st["pool"], st["law"], st["inputs"])
     out, cache = {}, {}
     for strat, steps in traces.items():
         rows = []
-        local = _is_local(strat)
+        local = is_local(strat)
         for k in _run_sets(steps, st["start"], checkpoints):
             chosen = list(st["start"]) + [s["last"] for s in steps[1:k + 1]]
             key = (local, tuple(sorted(chosen)))
@@ -87,7 +88,7 @@ def rescore_world(args) -> dict:
                 t0 = time.perf_counter()
                 f, rhat, tries = _careful_fit(st["pool"].loc[chosen], st, tau if local else None, draws, 1000 * w + k,
                                               retries)
-                err, lpd, sd, _ = _score(f, st["target"], st["y_true"], 0)
+                err, lpd, sd, _ = score_fit(f, st["target"], st["y_true"], 0)
                 cache[key] = {"rmsle": err, "lpd": lpd, "sd": sd, "max_rhat": rhat, "retries": tries,
                               "seconds": time.perf_counter() - t0}
             rows.append({"step": k, "n": steps[k]["n"], "compute": steps[k]["compute"],
@@ -102,30 +103,28 @@ def _design(args) -> dict:
     """One random design from start set ``w``: the start plus pool runs in random order while the total stays under
     ``cap``, fitted locally like the local strategies' careful fits."""
     i, w, cap, suite, draws, retries = args
-    from benchmarks.active_learning import _pool_tau, _score, _starts_setup
-
-    st = _starts_setup(w, 1.0 if suite == "starts_dn1" else 0.0)
+    st = starts_setup(w, 1.0 if suite == "starts_dn1" else 0.0)
     pool, chosen = st["pool"], list(st["start"])
     total = float(pool.loc[chosen, "cost"].sum())
     for j in np.random.default_rng(10_000 + i).permutation([k for k in pool.index if k not in chosen]):
         if total + pool.loc[j, "cost"] <= cap:
             chosen.append(int(j))
             total += float(pool.loc[j, "cost"])
-    f, rhat, _ = _careful_fit(pool.loc[chosen], st, _pool_tau(pool, st["law"], st["inputs"]), draws, 5000 + i, retries)
-    err = _score(f, st["target"], st["y_true"], 0)[0]
+    f, rhat, _ = _careful_fit(pool.loc[chosen], st, pool_tau(pool, st["law"], st["inputs"]), draws, 5000 + i, retries)
+    err = score_fit(f, st["target"], st["y_true"], 0)[0]
     return {"start_set": w, "compute": total, "runs": len(chosen), "rmsle": err, "max_rhat": rhat}
 
 
-def feasibility(res: dict, suite: str, n: int, draws: int, retries: int, workers: int) -> dict:
+def feasibility(r: dict, suite: str, n: int, draws: int, retries: int, workers: int) -> dict:
     """Is the threshold reachable with half the best baseline's compute by *any* choice of runs? ``n`` random
     designs (start set i mod 16; budget log-uniform from twice the start's compute to twice the best baseline's
     compute to stay at the threshold), each fitted locally and carefully; the share at or below the threshold among those spending
     at most half the best baseline's compute to first reach / to stay."""
-    thr = res["suites"][suite]["summary"]["rescored"]["levels"]["threshold"]
+    thr = r["summary"]["rescored"]["levels"]["threshold"]
     stay = thr["compute_to_stay"][thr["best_baseline_stay"]]
-    worlds = len(res["suites"][suite]["worlds"])
+    worlds = len(r["worlds"])
     rng = np.random.default_rng(0)
-    base = min(t[0]["compute"] for w in res["suites"][suite]["worlds"] for t in w.values())
+    base = min(t[0]["compute"] for w in r["worlds"] for t in w.values())
     jobs = [(i, i % worlds, float(np.exp(rng.uniform(np.log(2 * base), np.log(2 * stay)))), suite, draws, retries)
             for i in range(n)]
     if workers > 1:
@@ -139,122 +138,101 @@ def feasibility(res: dict, suite: str, n: int, draws: int, retries: int, workers
             "stay": stay, "draws": draws}
 
 
-def _feasibility_text(fz: dict) -> str:
-    rm = np.array([r["rmsle"] for r in fz["designs"]])
-    comp = np.array([r["compute"] for r in fz["designs"]])
-    parts = []
-    for name in ("reach", "stay"):
-        half = comp <= 0.5 * fz[name]
-        if half.any():
-            q5, q50 = np.quantile(rm[half], [0.05, 0.5])
-            parts.append(f"of the {int(half.sum())} spending at most half the best baseline's compute to "
-                         f"{'reach' if name == 'reach' else 'stay at'} it "
-                         f"({0.5 * fz[name]:.3g} FLOP), {int((rm[half] <= fz['threshold']).sum())} reach it (5th "
-                         f"percentile {q5:.4f}, median {q50:.4f})")
-    more = comp > fz["stay"]
-    if more.any():
-        parts.append(f"of the {int(more.sum())} spending more than the best baseline's compute to stay at it, "
-                     f"{int((rm[more] <= fz['threshold']).sum())} reach it (median {np.median(rm[more]):.4f})")
-    return (f"Any choice of runs (`{fz['command']}`): {len(rm)} random designs (a start set plus pool runs in random "
-            f"order under a log-uniform budget), each fitted locally with careful fits; threshold {fz['threshold']:.4f}: "
-            + "; ".join(parts) + ".")
-
-
 def summarize(worlds: list[dict]) -> dict:
     """Pooled curves (root mean square over start sets of the error held at each compute), the threshold (the best
     baseline's pooled error at the end of its protocol), and each strategy's compute to first reach and to stay at
     it and at looser levels, as in the replay."""
-    from benchmarks.active_learning import OURS, _sim_summary
-
     # the replay's summary on the re-scored traces; n_acquire past the end: "after n" = each trace's last step
-    sm = _sim_summary([{s: [{**r, "sd": r["sd"], "z2": np.nan, "ok": True} for r in t] for s, t in w.items()}
+    sm = pooled_summary([{s: [{**r, "z2": np.nan, "ok": True} for r in t] for s, t in w.items()}
                        for w in worlds], n_acquire=10**6)
-    replay = _sim_summary([{s: [{**r, "rmsle": r["replay_rmsle"], "z2": np.nan, "ok": True} for r in t]
+    replay = pooled_summary([{s: [{**r, "rmsle": r["replay_rmsle"], "z2": np.nan, "ok": True} for r in t]
                             for s, t in w.items()} for w in worlds], n_acquire=10**6)
     fits = [r for w in worlds for t in w.values() for r in t]
     gap = np.abs(np.log([r["rmsle"] / r["replay_rmsle"] for r in fits]))
     return {"replay_gap": {"median": float(np.median(gap)), "p90": float(np.quantile(gap, 0.9)),
-                           "share_over_1.5x": float(np.mean(gap > np.log(1.5)))},"rescored": sm, "replay_same_steps": replay, "ours": [s for s in sm["curves"] if s in OURS],
+                           "share_over_1.5x": float(np.mean(gap > np.log(1.5)))},
+            "rescored": sm, "replay_same_steps": replay, "ours": [s for s in sm["curves"] if s in OURS],
             "fits": len({(r["rmsle"], r["compute"]) for r in fits}),
             "share_rhat_ok": float(np.mean([r["max_rhat"] <= RHAT_RETRY for r in fits])),
             "share_retried": float(np.mean([r["retries"] > 0 for r in fits]))}
 
 
-def _ratio_text(lv: dict, ours: list[str], key: str) -> str:
-    reach, best, ratio = (("compute_to_reach", "best_baseline", "ratio") if key == "reach" else
-                          ("compute_to_stay", "best_baseline_stay", "ratio_stay"))
-    parts = []
-    for k, v in lv.items():
-        if not np.isfinite(v[reach][v[best]]):
-            parts.append(f"{k} ({v['rmsle']:.4f}): no baseline " + ("reaches" if key == "reach" else "stays at")
-                         + " it; " + ", ".join(f"{o} {'does' if np.isfinite(v[reach][o]) else 'does not'}"
-                                               for o in ours))
-            continue
-        parts.append(f"{k} ({v['rmsle']:.4f}, best {v[best]} {v[reach][v[best]]:.3g}): " + ", ".join(
-            f"{o} {v[ratio][o]:.3g}x" if np.isfinite(v[ratio][o]) else f"{o} never" for o in ours))
-    return "; ".join(parts)
-
-
-def markdown(res: dict) -> str:
-    lines = [START, "## Replay re-scored with careful fits (`benchmarks/replay_rescore.py`)", "",
-             f"`{res['command']}` on {res['machine']}, {res['timestamp']}; {res['elapsed_s']:.0f} s. " + __doc__.split(
-                 "\n\n")[1].replace("\n", " ").strip(), ""]
+def tables(out: Path = RESULTS) -> list[Table]:
+    res = load_json(out / FILE)
+    if res is None:
+        return []
+    extra = sorted({r["feasibility"]["command"] for r in res["suites"].values()
+                    if r.get("feasibility", {}).get("command", res["command"]) != res["command"]})
+    history = ""  # an earlier version of this script added the random designs to the saved file
+    if extra:
+        history = f"{1 + len(extra)} invocations: " + "; ".join(f"`{c}`" for c in [res["command"], *extra])
+    cmd = "python -m benchmarks.replay_rescore" if history else res["command"]
+    src = f"{res['machine']}, {res['timestamp']}; {res['elapsed_s']:.0f} s; {shown(out / FILE)}"
+    fits = []
+    out_tables = [Table("rescore_fits", cmd, src, [
+        "suite", "start sets", "careful fits", f"r-hat <= {RHAT_RETRY} after retries", "retried",
+        "careful / replay's fit of the same runs, RMSLE: median gap", "90th percentile", "share over 1.5x"], fits,
+        history)]
     for suite, r in res["suites"].items():
-        sm, rp = r["summary"]["rescored"], r["summary"]["replay_same_steps"]
-        ours = r["summary"]["ours"]
-        lines += [f"**{suite}** ({sm['worlds']} start sets; {r['summary']['fits']} careful fits, "
-                  f"{r['summary']['share_rhat_ok']:.0%} with r-hat <= {RHAT_RETRY} after retries, "
-                  f"{r['summary']['share_retried']:.0%} retried). The careful and the replay's fit of the same runs "
-                  f"differ by a median {np.expm1(r['summary']['replay_gap']['median']):.0%} in RMSLE (90th percentile "
-                  f"{np.expm1(r['summary']['replay_gap']['p90']):.0%}; "
-                  f"{r['summary']['replay_gap']['share_over_1.5x']:.0%} by more than 1.5x).", "",
-                  "| strategy | runs at the end | compute at the end | error at the end, careful fit | "
-                  "same runs, replay's fit | " + " | ".join(
-                      f"to reach {k} ({v['rmsle']:.4f})" for k, v in sm["levels"].items()) + " |",
-                  "|---|---|---|---|---|" + "---|" * len(sm["levels"])]
-        for s in sm["curves"]:
-            lines.append(f"| {s} | {sm['runs_at_end'][s]:.0f} | {sm['compute_after_n'][s]:.3g} | "
-                         f"{sm['final'][s]:.4f} | {rp['final'][s]:.4f} | " + " | ".join(
-                             f"{v['compute_to_reach'][s]:.3g}" for v in sm["levels"].values()) + " |")
-        lines += ["", f"Threshold: the best baseline's pooled error at the end, careful fits ({sm['threshold_from']}); "
-                  "looser levels: 0.5, 0.3, 0.2 x the start's. Ours / best baseline, compute to first reach: "
-                  + _ratio_text(sm["levels"], ours, "reach") + ". To stay at or below (to the end of every "
-                  "strategy's budget): " + _ratio_text(sm["levels"], ours, "stay") + ". Goal: <= 0.5x.", ""]
-        if r.get("feasibility"):
-            lines += [_feasibility_text(r["feasibility"]), ""]
-    lines.append(END)
-    return "\n".join(lines)
+        s_ = r["summary"]
+        sm, rp, gap = s_["rescored"], s_["replay_same_steps"], s_["replay_gap"]
+        fits.append([suite, sm["worlds"], s_["fits"], f"{s_['share_rhat_ok']:.0%}", f"{s_['share_retried']:.0%}",
+                     f"{np.expm1(gap['median']):.0%}", f"{np.expm1(gap['p90']):.0%}", f"{gap['share_over_1.5x']:.0%}"])
+        out_tables.append(Table(f"rescore_{suite}", cmd, src, [
+            "strategy", "runs at the end", "compute at the end", "error at the end, careful fit",
+            "same runs, replay's fit", *(f"to reach {k} ({v['rmsle']:.4f})" for k, v in sm["levels"].items())], [
+            [s, f"{sm['runs_at_end'][s]:.0f}", f"{sm['compute_after_n'][s]:.3g}", f"{sm['final'][s]:.4f}",
+             f"{rp['final'][s]:.4f}", *(f"{v['compute_to_reach'][s]:.3g}" for v in sm["levels"].values())]
+            for s in sm["curves"]], history))
+        out_tables.append(levels_table(f"rescore_{suite}_levels", sm, "start sets", cmd, src, history))
+        fz = r.get("feasibility")
+        if fz:
+            rm = np.array([d["rmsle"] for d in fz["designs"]])
+            comp = np.array([d["compute"] for d in fz["designs"]])
+            rows = []
+            for label, sel in ((f"at most half the best baseline's compute to reach it ({0.5 * fz['reach']:.3g})",
+                                comp <= 0.5 * fz["reach"]),
+                               (f"at most half the best baseline's compute to stay at it ({0.5 * fz['stay']:.3g})",
+                                comp <= 0.5 * fz["stay"]),
+                               (f"more than the best baseline's compute to stay at it ({fz['stay']:.3g})",
+                                comp > fz["stay"])):
+                q = np.quantile(rm[sel], [0.05, 0.5]) if sel.any() else [np.nan, np.nan]
+                rows.append([label, int(sel.sum()), int((rm[sel] <= fz["threshold"]).sum()), f"{q[0]:.4f}",
+                             f"{q[1]:.4f}"])
+            out_tables.append(Table(f"rescore_{suite}_feasibility", cmd, src, [
+                "random designs spending (FLOP)", "designs", f"reach the threshold {fz['threshold']:.4f}",
+                "RMSLE, 5th percentile", "RMSLE, median"], rows, history))
+    return out_tables
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--suite", default="starts", help="comma list of replay suites: starts, starts_dn1")
+def self_check() -> None:
+    """The run sets re-scored are the ones held at each checkpoint, the first and the last always included."""
+    steps = [{"compute": c} for c in (1.0, 2.0, 5.0, 10.0, 50.0)]
+    assert _run_sets(steps, [], np.array([1.5, 6.0, 100.0])) == [0, 2, 4]
+    assert _run_sets(steps, [], np.array([0.5])) == [0, 4]
+    print("benchmarks.replay_rescore: self-check passed")
+
+
+def main(argv=None) -> dict | None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.replay_rescore", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="starts,starts_dn1", help="comma list of replay suites: starts, starts_dn1")
     ap.add_argument("--checkpoints", type=int, default=12)
     ap.add_argument("--draws", type=int, default=500)
     ap.add_argument("--retries", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--worlds", type=int, default=None, help="first N start sets only (quick checks)")
-    ap.add_argument("--table", action="store_true", help="rebuild the summary and RESULTS.md section from the JSON")
-    ap.add_argument("--feasibility", type=int, default=0,
-                    help="with --table: add this many random designs per suite (fitted like the local strategies)")
+    ap.add_argument("--feasibility", type=int, default=320, help="random designs per suite (0: none)")
+    ap.add_argument("--replay", type=Path, default=RESULTS / "active_learning.json", help="the replay's result file")
+    ap.add_argument("--self-check", action="store_true")
+    output_args(ap)
     args = ap.parse_args(argv)
-    if args.table:
-        res = json.loads((OUT / "replay_rescore.json").read_text())
-        for suite, r in res["suites"].items():
-            r["summary"] = summarize(r["worlds"])
-            if args.feasibility and suite in args.suite.split(","):
-                r["feasibility"] = feasibility(res, suite, args.feasibility, args.draws, args.retries, args.workers)
-                r["feasibility"]["command"] = ("python -m benchmarks.replay_rescore "
-                                               + " ".join(sys.argv[1:] if argv is None else argv))
-        (OUT / "replay_rescore.json").write_text(json.dumps(res, indent=1, default=float))
-        update_markdown(RESULTS_MD, markdown(res), START, END)
-        return res
+    if args.self_check:
+        self_check()
+        return None
     t0 = time.perf_counter()
-    src = json.loads((OUT / "active_learning.json").read_text())
-    res = {"command": "python -m benchmarks.replay_rescore " + " ".join(sys.argv[1:] if argv is None else argv),
-           "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "machine": f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores, JAX cpu)",
-           "settings": vars(args), "suites": {}}
+    src = json.loads(args.replay.read_text())
+    res = {"command": command_line("replay_rescore", argv), "timestamp": now(), "machine": machine_line(),
+           "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "suites": {}}
     for suite in args.suite.split(","):
         worlds = src["suites"][suite]["worlds"][:args.worlds]
         comps = [s["compute"] for w in worlds for t in w.values() for s in t]
@@ -269,13 +247,13 @@ def main(argv=None) -> dict:
                 per_world = pool.map(rescore_world, jobs, chunksize=1)
         else:
             per_world = [rescore_world(j) for j in jobs]
-        res["suites"][suite] = {"worlds": per_world, "summary": summarize(per_world),
-                                "checkpoints": checkpoints.tolist()}
+        r = {"worlds": per_world, "summary": summarize(per_world), "checkpoints": checkpoints.tolist()}
+        if args.feasibility:
+            r["feasibility"] = feasibility(r, suite, args.feasibility, args.draws, args.retries, args.workers)
+        res["suites"][suite] = r
     res["elapsed_s"] = time.perf_counter() - t0
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "replay_rescore.json").write_text(json.dumps(res, indent=1, default=float))
-    update_markdown(RESULTS_MD, markdown(res), START, END)
-    print(markdown(res))
+    save_json(args.out / FILE, res)
+    publish(tables, args)
     return res
 
 

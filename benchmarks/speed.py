@@ -1,7 +1,10 @@
 """Speed benchmark: bayescale NUTS against least-squares + bootstrap and emcee, and fit_many against separate fits.
 
-Run from the repository root: ``python -m benchmarks.speed [--quick] [--out DIR] [--md PATH]``. Writes
-``DIR/speed.json`` (``speed_quick.json`` with ``--quick``) and the ``speed`` section of ``benchmarks/RESULTS.md``.
+    python -m benchmarks.speed [--quick] [--curves N] [--out DIR] [--md PATH]
+    python -m benchmarks.speed --self-check   # the quick settings in a temporary folder, with checks
+
+Writes ``DIR/speed.json`` and the ``speed`` table of ``benchmarks/RESULTS.md`` (``--quick``: ``speed_quick.json``
+and no table).
 
 1. One Chinchilla fit (222 runs with C < 1e21): first call (compile + sampling) and a second call with another
    seed (sampling only; the compiled program is reused), ESS/s, r-hat, divergences.
@@ -20,31 +23,24 @@ if __name__ == "__main__":  # before bayescale is imported: compile times must n
     os.environ["BAYESCALE_JAX_CACHE"] = "off"
 
 import argparse
-import datetime as dt
 import json
 import math
-import platform
-import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 import bayescale as bs
 from bayescale import datasets
-from bayescale._config import _usable_cores
-from bayescale.fit import _batch_pad_len
+from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
+from benchmarks._common import (RESULTS, ROOT, Table, command_line, loadavg, machine_info, output_args, publish,
+                                save_json, shown)
 
-ROOT = Path(__file__).resolve().parent.parent
 CUTOFF = 1e21
-from benchmarks._common import update_markdown as _update_markdown  # noqa: E402
-
-START, END = "<!-- speed:start -->", "<!-- speed:end -->"
 
 
 @dataclass(frozen=True)
@@ -82,53 +78,6 @@ class Timer:
 
     def __exit__(self, *exc):
         self.s, self.cpu_s = time.perf_counter() - self.t0, time.process_time() - self.c0
-
-
-def _loadavg() -> list[float]:
-    try:
-        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return []
-
-
-def _git(*args) -> str | None:
-    try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def machine_info(command: str) -> dict:
-    """CPU model, cores, JAX backend, package versions, git commit, date and the command behind the results."""
-    import jax
-
-    from bayescale._config import cpu_model
-
-    cpu = cpu_model()
-    pkgs = ["bayescale", "jax", "jaxlib", "numpyro", "optax", "arviz", "scipy", "numpy", "emcee", "pandas"]
-    versions = {}
-    for p in pkgs:
-        try:
-            versions[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            versions[p] = None
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-        "git_commit": _git("rev-parse", "HEAD"),
-        "bayescale_uncommitted_changes": bool(_git("status", "--porcelain", "bayescale")),
-        "cpu_model": cpu,
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": _usable_cores(),
-        "loadavg_start": _loadavg(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "jax_backend": jax.default_backend(),
-        "jax_devices": [str(d) for d in jax.devices()],
-        "jax_persistent_cache": jax.config.jax_compilation_cache_dir,
-        "BAYESCALE_JAX_CACHE": os.environ.get("BAYESCALE_JAX_CACHE"),
-        "versions": versions,
-    }
 
 
 def chinchilla_train():
@@ -296,13 +245,11 @@ def log_posterior(train):
     from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import potential_energy
 
-    from bayescale.fit import _curve_data
-    from bayescale.model import build_model
     from bayescale.runs import prepare_runs
 
     rd = prepare_runs(train, "chinchilla", y="loss", inputs={"N": "N", "D": "D"})
     frame = rd.curve(None).reset_index(drop=True)
-    data, _ = _curve_data(rd.law, frame, len(frame))  # no padding: padded points are masked out anyway
+    data, _ = curve_data(rd.law, frame, len(frame))  # no padding: padded points are masked out anyway
     model = build_model(rd.law)
     names = [*rd.law.param_names, "sigma"]
     _, unravel = ravel_pytree({k: jnp.zeros(()) for k in names})
@@ -392,17 +339,19 @@ def ic_curves(n: int | None = None):
 
 def fit_many_timed(cfg: Config) -> dict:
     """One ``fit_many`` over the IC curves in this process (compile included); prints its start time first."""
+    from bayescale.config import usable_cores
+
     ic, _ = ic_curves(cfg.n_curves)
     print(f"START {time.time()}", flush=True)
     with Timer() as tm:
         fm = bs.fit_many(ic, "M4", group="curve", x="x", y="y", chains=cfg.chains, warmup=cfg.warmup,
                          samples=cfg.samples, progress=False, refit_flagged=False, **cfg.sampler)
     steps = np.stack([f.idata["sample_stats"]["n_steps"].values for f in fm.values()])  # (curve, chain, draw)
-    n_pad = _batch_pad_len(int(ic.groupby("curve").size().max()))
+    n_pad = batch_pad_length(int(ic.groupby("curve").size().max()))
     us = grad_cost_us(ic[ic["curve"] == ic["curve"].iloc[0]], n_pad)
     n_grads, floor = arithmetic_floor(float(steps.mean(axis=2).sum()), cfg, us)
     return {
-        "grad_us": us, "pad": n_pad, "leapfrog_steps_total": n_grads, "cores": _usable_cores(),
+        "grad_us": us, "pad": n_pad, "leapfrog_steps_total": n_grads, "cores": usable_cores(),
         "arithmetic_floor_s": floor,
         "fit_many_s": tm.s, "fit_many_cpu_s": tm.cpu_s, "fit_many_ok": int(sum(f.ok for f in fm.values())),
         "fit_many_mean_steps": float(steps.mean()),
@@ -415,8 +364,10 @@ def arithmetic_floor(chain_mean_steps: float, cfg: Config, grad_us: float) -> tu
     Every leapfrog step of every chain needs one gradient; warm-up steps are not recorded, so they are counted at
     the sampling phase's mean (warm-up trajectories are usually longer: this is a lower bound).
     """
+    from bayescale.config import usable_cores
+
     n_grads = chain_mean_steps * (cfg.warmup + cfg.samples)
-    return n_grads, n_grads * grad_us * 1e-6 / _usable_cores()
+    return n_grads, n_grads * grad_us * 1e-6 / usable_cores()
 
 
 def grad_cost_us(frame, n_pad: int, reps: int = 4000) -> float:
@@ -424,13 +375,11 @@ def grad_cost_us(frame, n_pad: int, reps: int = 4000) -> float:
     import jax
     from numpyro.infer.util import potential_energy
 
-    from bayescale.fit import _curve_data
-    from bayescale.model import build_model
     from bayescale.runs import prepare_runs
-    from bayescale.sampler import _prior_z
+    from bayescale.sampler import prior_draw
 
     rd = prepare_runs(frame, "M4", x="x", y="y")
-    data = jax.tree.map(jax.numpy.asarray, _curve_data(rd.law, rd.frame.reset_index(drop=True), n_pad)[0])
+    data = jax.tree.map(jax.numpy.asarray, curve_data(rd.law, rd.frame.reset_index(drop=True), n_pad)[0])
     model = build_model(rd.law)
     grad = jax.grad(lambda z: potential_energy(model, (data,), {}, z))
 
@@ -438,7 +387,7 @@ def grad_cost_us(frame, n_pad: int, reps: int = 4000) -> float:
         return jax.tree.map(lambda a, g: a - 1e-12 * g, z, grad(z)), None
 
     loop = jax.jit(lambda z: jax.lax.scan(body, z, None, length=reps)[0])
-    z = _prior_z(model, jax.random.PRNGKey(0), data)
+    z = prior_draw(model, jax.random.PRNGKey(0), data)
     jax.block_until_ready(loop(z))
     with Timer() as t:
         jax.block_until_ready(loop(z))
@@ -450,8 +399,6 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
 
     ``fit_many`` runs in a child process killed after ``many_timeout_s``; then its time is a lower bound.
     """
-    from bayescale.fit import _pad_len
-
     many, stdout = _child("fit_many_timed", cfg, timeout=cfg.many_timeout_s)
     if many is None:
         t0 = [float(ln.split()[1]) for ln in stdout.splitlines() if ln.startswith("START ")]
@@ -468,7 +415,7 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
         with Timer() as t:
             f = bs.fit(sub, "M4", **kw)
         elapsed += t.s
-        per_fit.append({"curve": curves[i], "runs": len(sub), "pad": _pad_len(len(sub)), "s": t.s,
+        per_fit.append({"curve": curves[i], "runs": len(sub), "pad": pad_length(len(sub)), "s": t.s,
                         "ok": bool(f.ok), "mean_steps": f.diagnostics["mean_steps"]})
         if k + 1 == cfg.separate_subset and elapsed / (k + 1) * len(curves) > cfg.separate_budget_s:
             break
@@ -504,12 +451,8 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
 # Driver and report
 
 
-def run(cfg: Config, command: str = "", reuse_many: dict | None = None) -> dict:
-    """All four measurements (fit_many and the warm-cache check in child processes); returns the results.
-
-    ``reuse_many``: an earlier run's results, whose ``fit_many`` part is kept (with its date and commit) instead of
-    measured again.
-    """
+def run(cfg: Config, command: str = "") -> dict:
+    """All four measurements (fit_many and the warm-cache check in child processes); returns the results."""
     res = {"config": asdict(cfg), "machine": machine_info(command)}
     train = chinchilla_train()
     res["nuts"], nuts_fit = bench_nuts(train, cfg)
@@ -532,16 +475,10 @@ def run(cfg: Config, command: str = "", reuse_many: dict | None = None) -> dict:
         "pair_ratios": [a / b for a, b in zip(nuts_rates, emcee_rates)],
         "median_ratio": float(np.median(nuts_rates) / np.median(emcee_rates)),
     }
-    if reuse_many is not None:
-        old = reuse_many["machine"]
-        res["fit_many"] = {"reused_from": {  # an earlier reuse keeps pointing at the run that measured it
-            "date": old["date"], "command": old["command"], "git_commit": old.get("git_commit"),
-            "modified": old.get("bayescale_uncommitted_changes")}, **reuse_many["fit_many"]}
-    else:
-        res["fit_many"] = bench_many(cfg)
+    res["fit_many"] = bench_many(cfg)
     if cfg.warm_cache:
         res["nuts"]["warm_cache"] = bench_warm_cache(cfg)
-    res["machine"]["loadavg_end"] = _loadavg()
+    res["machine"]["loadavg_end"] = loadavg()
     return res
 
 
@@ -549,9 +486,9 @@ def _f(v, fmt=".4g"):
     return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
 
 
-def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str:
-    """The ``speed`` section of RESULTS.md."""
-    m, n, b, e, fm = res["machine"], res["nuts"], res["bootstrap"], res["emcee"], res["fit_many"]
+def rows(res: dict) -> list[list[str]]:
+    """Measure / value rows of the speed table."""
+    n, b, e, fm = res["nuts"], res["bootstrap"], res["emcee"], res["fit_many"]
     nb = res["nuts_vs_bootstrap"]
     if fm["fit_many_timed_out"]:
         many, bound = f"did not finish: stopped after {_f(fm['fit_many_lower_bound_s'], '.0f')} s", "< "
@@ -560,7 +497,7 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
                        "leapfrog steps per draw)"), ""
     sep = (f"{fm['separate_timed']} of {fm['curves']} timed, extrapolated linearly" if fm["separate_extrapolated"]
            else f"all {fm['curves']}")
-    rows = [
+    out = [
         ("Chinchilla NUTS, first call (compile + sampling)", f"{_f(n['first_call_s'])} s"),
         ("Chinchilla NUTS, second call (sampling)", f"{_f(n['sampling_s'])} s"),
         ("Compile (first − second)", f"{_f(n['compile_s'])} s"),
@@ -568,8 +505,9 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
         ("NUTS max r-hat / divergences", f"{_f(n['max_rhat'], '.4f')} / {n['divergences']}"),
     ]
     if "warm_cache" in n:
-        rows.append(("First call, fresh process, warm disk cache", f"{_f(n['warm_cache']['warm_cache_first_call_s'])} s"))
-    rows += [
+        out.append(("First call, fresh process, warm disk cache",
+                    f"{_f(n['warm_cache']['warm_cache_first_call_s'])} s"))
+    out += [
         (f"least_squares + {b['n_boot']}-resample bootstrap ({b['starts']} starts)", f"{_f(b['bootstrap_s'])} s"),
         ("NUTS first call / bootstrap (goal ≤ 0.5)", _f(nb["first_call_over_bootstrap"])),
         ("NUTS sampling / bootstrap (goal ≤ 0.5)", _f(nb["sampling_over_bootstrap"])),
@@ -582,10 +520,11 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
     ]
     if res.get("repeats"):
         rp = res["repeats"]
-        rows.append((f"NUTS / emcee ESS per s, medians of {rp['n']} interleaved runs each (per-pair range)",
-                     f"{_f(rp['median_ratio'])} ({_f(min(rp['pair_ratios']), '.3g')}-{_f(max(rp['pair_ratios']), '.3g')};"
-                     f" emcee {_f(min(rp['emcee_s']), '.3g')}-{_f(max(rp['emcee_s']), '.3g')} s)"))
-    rows += [
+        out.append((f"NUTS / emcee ESS per s, medians of {rp['n']} interleaved runs each (per-pair range)",
+                    f"{_f(rp['median_ratio'])} ({_f(min(rp['pair_ratios']), '.3g')}-"
+                    f"{_f(max(rp['pair_ratios']), '.3g')};"
+                    f" emcee {_f(min(rp['emcee_s']), '.3g')}-{_f(max(rp['emcee_s']), '.3g')} s)"))
+    out += [
         ("NUTS incl. compile / emcee ESS per s", _f(e["nuts_incl_compile_over_emcee_ess_per_s"])),
         (f"fit_many, {fm['curves']} IC curves (M4)", many),
         (f"separate fits ({sep})", f"{_f(fm['separate_total_s'])} s, {fm['separate_ok']}/{fm['separate_timed']} ok"),
@@ -593,79 +532,84 @@ def markdown(res: dict, json_path: str = "benchmarks/results/speed.json") -> str
                                           f"fits: {bound}{_f(fm['speedup_compile_aware'])}x)"),
     ]
     if fm.get("arithmetic_floor_s"):
-        rows += [
+        out += [
             ("M4 log-posterior gradient, one curve padded to " f"{fm['pad']} runs", f"{_f(fm['grad_us'], '.3g')} µs"),
             (f"Arithmetic floor of fit_many ({_f(fm['leapfrog_steps_total'], '.3g')} leapfrog steps x gradient "
              f"/ {fm['cores']} cores; no compile, no NUTS bookkeeping)", f"{_f(fm['arithmetic_floor_s'])} s"),
             ("Same floor for the separate fits (their step counts)", f"{_f(fm.get('separate_arithmetic_floor_s'))} s"),
         ]
-    cfg = res["config"]
-    lines = [
-        START, "## Speed", "",
-        f"{m['date']}, `{m['command']}`, {m['cpu_model']} ({m['cpus_usable']} cores, shared; load average "
-        f"{m['loadavg_start']} at start, {m.get('loadavg_end')} at end), JAX {m['versions']['jax']} on "
-        f"{m['jax_backend']}, NumPyro {m['versions']['numpyro']}, bayescale {m['versions']['bayescale']}"
-        + (f" (commit {m['git_commit'][:7]}{', modified' if m['bayescale_uncommitted_changes'] else ''})"
-           if m.get("git_commit") else "") + ". "
-        f"NUTS: {cfg['chains']} chains x ({cfg['warmup']} warm-up + {cfg['samples']} draws); persistent "
-        "compilation cache off. Raw numbers: " f"`{json_path}`.", "",
-        "| Measure | Value |", "|---|---|", *[f"| {a} | {v} |" for a, v in rows], "",
-    ]
-    if fm.get("reused_from"):
-        ru = fm["reused_from"]
-        lines += [f"The fit_many rows are from the run of {ru['date']} (`{ru['command']}`, commit "
-                  f"{(ru.get('git_commit') or '?')[:7]}{', modified' if ru.get('modified') else ''}), kept with "
-                  "`--reuse-many`.", ""]
-    lines.append(END)
-    return "\n".join(lines)
+    return [list(r) for r in out]
 
 
-def update_markdown(path: Path, section: str) -> None:
-    """Replace the speed section of ``path``, leaving other sections alone."""
-    _update_markdown(path, section, START, END)
+def tables(out: Path = RESULTS, name: str = "speed.json") -> list[Table]:
+    res = json.loads((out / name).read_text()) if (out / name).exists() else None
+    if res is None:
+        return []
+    m, cfg = res["machine"], res["config"]
+    source = (f"{m['cpu_model']} ({m['cpus_usable']} cores, shared; load average {m['loadavg_start']} at start, "
+              f"{m.get('loadavg_end')} at end), JAX {m['versions']['jax']} on {m['jax_backend']}, NumPyro "
+              f"{m['versions']['numpyro']}, bayescale {m['versions']['bayescale']}"
+              + (f" (commit {m['git_commit'][:7]}{', modified' if m['bayescale_uncommitted_changes'] else ''})"
+                 if m.get("git_commit") else "")
+              + f", {m['date']}; NUTS {cfg['chains']} chains x ({cfg['warmup']} warm-up + {cfg['samples']} draws), "
+              f"persistent compilation cache off; {shown(out / name)}")
+    history = ""
+    ru = res["fit_many"].get("reused_from")
+    if ru:  # written by the --reuse-many mode this script no longer has
+        history = (f"`{m['command']}`, which kept the fit_many rows of the run of {ru['date']} (`{ru['command']}`, "
+                   f"commit {(ru.get('git_commit') or '?')[:7]}{', modified' if ru.get('modified') else ''})")
+    return [Table("speed", "python -m benchmarks.speed" if ru else m["command"], source, ["Measure", "Value"],
+                  rows(res), history)]
 
 
-def main(argv=None) -> dict:
+def self_check() -> None:
+    """The quick settings end to end in a temporary folder: every key present, the numbers finite, emcee sampling
+    exactly the posterior NUTS sampled, the table rendered; and a child past its time limit gives None."""
+    with tempfile.TemporaryDirectory() as d:
+        res = run(QUICK, "self-check")
+        save_json(Path(d) / "speed.json", res)
+        res = json.loads((Path(d) / "speed.json").read_text())
+        assert {"config", "machine", "nuts", "bootstrap", "nuts_vs_bootstrap", "emcee", "fit_many"} <= res.keys()
+        assert res["nuts"]["runs"] == 222 and res["bootstrap"]["failed_refits"] < QUICK.n_boot
+        for part, keys in (("nuts", ("first_call_s", "sampling_s", "min_ess_bulk", "ess_per_s", "max_rhat")),
+                           ("emcee", ("sampling_s", "min_ess_bulk", "ess_per_s", "nuts_over_emcee_ess_per_s")),
+                           ("fit_many", ("fit_many_s", "separate_total_s", "speedup", "speedup_compile_aware"))):
+            assert all(math.isfinite(res[part][k]) for k in keys), (part, res[part])
+        assert res["emcee"]["logp_vs_nuts_lp_max_abs_diff"] < 1e-6
+        assert set(res["emcee"]["ess_bulk"]) == {"E", "a", "alpha", "b", "beta", "sigma"}
+        m = res["fit_many"]
+        assert m["curves"] == QUICK.n_curves == m["separate_timed"] and not m["separate_extrapolated"]
+        (t,) = tables(Path(d))
+        assert len(t.rows) >= 15 and all(len(r) == 2 for r in t.rows)
+    out, stdout = _child("fit_many_timed", QUICK, timeout=2)
+    assert out is None and isinstance(stdout, str)
+    print("benchmarks.speed: self-check passed")
+
+
+def main(argv=None) -> dict | None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny settings for a smoke test")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="directory for speed.json")
-    ap.add_argument("--md", default=None, help="Markdown file to update (default benchmarks/RESULTS.md; "
-                                               "--quick writes none unless given)")
+    ap.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (speed_quick.json)")
+    ap.add_argument("--self-check", action="store_true", help="the quick settings in a temporary folder, with checks")
     ap.add_argument("--many-timeout", type=float, default=None, help="seconds before fit_many is stopped "
                                                                        f"(default {FULL.many_timeout_s:.0f})")
-    ap.add_argument("--curves", type=int, default=None, help="IC curves for fit_many vs separate fits (default: all 72)")
-    ap.add_argument("--reuse-many", action="store_true", help="keep the fit_many part of the existing speed.json "
-                                                                "instead of measuring it again")
+    ap.add_argument("--curves", type=int, default=None,
+                    help="IC curves for fit_many vs separate fits (default: all 72)")
+    output_args(ap)
     args = ap.parse_args(argv)
+    if args.self_check:
+        self_check()
+        return None
     cfg = QUICK if args.quick else FULL
     if args.curves is not None:
         cfg = replace(cfg, n_curves=args.curves)
     if args.many_timeout is not None:
         cfg = replace(cfg, many_timeout_s=args.many_timeout)
-    command = shlex.join(sys.orig_argv) if argv is None else shlex.join(["python", "-m", "benchmarks.speed", *argv])
-    reuse = None
-    if args.reuse_many:
-        prev = Path(args.out) / ("speed_quick.json" if args.quick else "speed.json")
-        if not prev.exists():
-            ap.error(f"--reuse-many: {prev} does not exist; run once without it")
-        reuse = json.loads(prev.read_text())
-        if reuse.get("config", {}).get("n_curves") != cfg.n_curves:
-            ap.error(f"--reuse-many: {prev} timed {reuse['config'].get('n_curves')} curves, not {cfg.n_curves}")
-    res = run(cfg, command, reuse)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / ("speed_quick.json" if args.quick else "speed.json")
-    path.write_text(json.dumps(res, indent=2, default=float) + "\n")
-    md = args.md or (None if args.quick else str(ROOT / "benchmarks" / "RESULTS.md"))
-    try:
-        shown = str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        shown = str(path)
-    section = markdown(res, shown)
-    if md:
-        update_markdown(Path(md), section)
-    print(section)
-    print(f"\nwrote {path}" + (f" and {md}" if md else ""))
+    res = run(cfg, command_line("speed", argv))
+    name = "speed_quick.json" if args.quick else "speed.json"
+    save_json(args.out / name, res)
+    print(f"wrote {args.out / name}")
+    if not args.quick:
+        publish(tables, args)
     return res
 
 

@@ -1,11 +1,17 @@
 """Compute-optimal allocation: analytic Chinchilla optimum, numeric solver against the closed form, custom costs,
 bad inputs, the frontier plot."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import bayescale as bs
-from bayescale.allocation import compute_optimal, law_draws, plot_frontier
+from bayescale.decisions import compute_optimal, default_cost
+from bayescale.plots import plot_frontier
+from bayescale.posterior import law_draws
 
 # Hoffmann et al.'s published fit (approach 3)
 E, A, ALPHA, B, BETA = 1.69, 406.4, 0.34, 410.7, 0.28
@@ -111,3 +117,52 @@ def test_plot_frontier(known, tmp_path):
     assert len(ax.lines) >= 3
     with pytest.raises(bs.BayescaleError, match="levels"):
         plot_frontier(opt, levels=[0.5])
+
+
+def test_extrapolation_error_enters_the_allocation():
+    """A known law with an extrapolation error tau: far beyond its runs each draw's L* carries exp(tau b z), so
+    L* gets a band whose width follows tau * b at the optimum; the optimum itself is the law's."""
+    p = {"E": E, "a": np.log(A), "alpha": ALPHA, "b": np.log(B), "beta": BETA}
+    zeros = np.zeros(400)
+    # runs spanning N in [1e8, 1e9] and D in [1e9, 1e10] (centred at 1: ln-unit ranges)
+    rng_ = dict(lo={"N": np.log(1e8), "D": np.log(1e9)}, hi={"N": np.log(1e9), "D": np.log(1e10)})
+    raw = compute_optimal(law_draws("chinchilla", {k: v + zeros for k, v in p.items()}, **rng_), [1e24], levels=(0.8,))
+    cal = compute_optimal(law_draws("chinchilla", {k: v + zeros for k, v in p.items()}, tau=0.05, **rng_), [1e24],
+                          levels=(0.8,), keep_draws=True)
+    assert cal.attrs["extrapolation_tau"] == "chinchilla:0.05"
+    width = lambda o, v: float(o[f"{v}_upper"].values[0, 0] / o[f"{v}_lower"].values[0, 0])  # noqa: E731
+    assert width(raw, "L_opt") == pytest.approx(1.0) and width(raw, "N_opt") == pytest.approx(1.0)
+    # L* at the optimum lies b ~ 2+ decades beyond the runs: an 80% band of about exp(2 * 1.28 * tau b) wide
+    n, d, L = analytic(E, A, ALPHA, B, BETA, 1e24)
+    b = max(np.log10(n / 1e9), np.log10(d / 1e10))
+    assert 1.5 < b < 4
+    assert np.log(width(cal, "L_opt")) == pytest.approx(2 * 1.2816 * 0.05 * b, rel=0.25)
+    assert width(cal, "N_opt") == pytest.approx(1.0)
+    # the median optimum stays where the law puts it
+    assert float(cal["L_opt_median"].values[0]) == pytest.approx(L, rel=0.02)
+
+
+def test_calibrated_fit_widens_its_allocation(chinchilla_fit):
+    raw = compute_optimal(chinchilla_fit, [1e24], levels=(0.8,), max_draws=300)
+    cal = compute_optimal(chinchilla_fit.with_discrepancy(0.05), [1e24], levels=(0.8,), max_draws=300)
+    np.testing.assert_allclose(cal["N_opt_median"].values, raw["N_opt_median"].values, rtol=1e-9)
+    for v in ("L_opt",):
+        w_raw = float(np.log(raw[f"{v}_upper"].values[0, 0] / raw[f"{v}_lower"].values[0, 0]))
+        w_cal = float(np.log(cal[f"{v}_upper"].values[0, 0] / cal[f"{v}_lower"].values[0, 0]))
+        assert w_cal > 1.2 * w_raw, v
+
+
+def test_default_cost_is_the_budget_the_optimum_spends(known):
+    assert default_cost(7e10, 1.4e12) == pytest.approx(6 * 7e10 * 1.4e12, rel=1e-15)
+    _, draws = known
+    for method in ("closed", "numeric"):
+        opt = compute_optimal(draws, BUDGETS, keep_draws=True, method=method)
+        np.testing.assert_allclose(default_cost(opt["N_opt_draws"].values, opt["D_opt_draws"].values),
+                                   np.broadcast_to(BUDGETS, (5, 4)), rtol=1e-9)
+
+
+def test_decisions_do_not_load_the_plots():
+    code = "import sys, bayescale.decisions; print('bayescale.plots' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr

@@ -1,24 +1,127 @@
-"""Process set-up: float64 everywhere, and import order with ArviZ does not break NumPyro."""
+"""Process set-up (bayescale.config): float64, what ``import bayescale`` does and does not do, settings, setup()."""
 
 import subprocess
 import sys
+
+import pytest
+
+import bayescale as bs
+from bayescale import config
+
+
+def run_python(code, home, **env):
+    """Run ``code`` in a fresh interpreter with ``HOME=home``; returns its stdout (fails the test on an error)."""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                         env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(home), **env})
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
 
 
 def test_float64_enabled():
     import jax.numpy as jnp
 
-    import bayescale  # noqa: F401
-
     assert jnp.zeros(1).dtype == jnp.float64
 
 
-def test_arviz_imported_first_still_works():
-    code = ("import arviz, bayescale, numpyro, numpyro.distributions as d; "
-            "assert hasattr(d, 'distribution'); numpyro.factor  # noqa\n"
+@pytest.mark.parametrize("first", ["import arviz; import bayescale", "import bayescale; import arviz"])
+def test_arviz_imported_first_or_after_still_works(first, tmp_path):
+    # arviz leaves a lazy placeholder for numpyro; a first `import numpyro.distributions` through it used to leave
+    # that subpackage without its submodules, and numpyro.factor failed
+    code = (f"{first}; import numpyro.distributions as d, numpyro, sys\n"
+            "assert hasattr(d, 'distribution') and sys.modules['numpyro.distributions'] is d\n"
             "from numpyro.handlers import seed, trace\n"
             "def m(): numpyro.factor('f', 1.0)\n"
             "print(len(trace(seed(m, 0)).get_trace()))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "1"
+    assert run_python(code, tmp_path) == "1"
+
+
+def test_import_is_light_and_leaves_home_alone(tmp_path):
+    code = ("import sys, bayescale\n"
+            "heavy = ('matplotlib', 'arviz', 'arviz_base', 'arviz_plots', 'arviz_stats', 'scipy.stats', 'pymc', "
+            "'equinox', 'pandas', 'xarray')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n"
+            "import jax; print(jax.config.jax_compilation_cache_dir)")
+    assert run_python(code, tmp_path).splitlines() == ["[]", "None"]
+    assert not (tmp_path / ".cache").exists()
+
+
+def test_setup_enables_the_cache_once(tmp_path):
+    code = ("import bayescale as bs, jax\n"
+            "bs.config.setup(); bs.config.setup()\n"
+            "print(jax.config.jax_compilation_cache_dir)\n"
+            "print(jax.config.jax_persistent_cache_min_compile_time_secs)")
+    cache = tmp_path / ".cache" / "bayescale" / "jax"
+    assert run_python(code, tmp_path).splitlines() == [str(cache), "0.5"]
+    assert cache.is_dir()
+
+    out = run_python(code, tmp_path / "h2", BAYESCALE_JAX_CACHE="off")
+    assert out.splitlines()[0] == "None" and not (tmp_path / "h2").exists()
+    own = tmp_path / "own"
+    out = run_python(code, tmp_path, BAYESCALE_JAX_CACHE=str(own), BAYESCALE_JAX_CACHE_MIN_COMPILE_SECS="0.25")
+    assert out.splitlines() == [str(own), "0.25"] and own.is_dir()
+
+
+def test_setup_keeps_the_callers_own_cache(tmp_path):
+    code = (f"import jax; jax.config.update('jax_compilation_cache_dir', {str(tmp_path / 'mine')!r})\n"
+            "import bayescale as bs; bs.config.setup(); print(jax.config.jax_compilation_cache_dir)")
+    assert run_python(code, tmp_path) == str(tmp_path / "mine")
+    assert not (tmp_path / ".cache").exists()
+
+
+def test_run_nuts_calls_setup_first(monkeypatch):
+    from bayescale.sampler import SamplerSettings, run_nuts
+
+    class Called(Exception):
+        pass
+
+    def setup():
+        raise Called
+
+    monkeypatch.setattr(config, "setup", setup)
+    with pytest.raises(Called):
+        run_nuts(None, None, None, SamplerSettings(), n_params=1)
+
+
+def test_cpu_devices_from_the_environment(tmp_path):
+    code = "import bayescale, jax; print(len(jax.devices('cpu')))"
+    assert run_python(code, tmp_path, BAYESCALE_CPU_DEVICES="3") == "3"
+    res = subprocess.run([sys.executable, "-c", "import bayescale"], capture_output=True, text=True, timeout=180,
+                         env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                              "BAYESCALE_CPU_DEVICES": "many"})
+    assert res.returncode != 0 and "BAYESCALE_CPU_DEVICES" in res.stderr
+
+
+def test_settings_are_validated():
+    s = config.Settings(**dict(config.settings))
+    s["cpu.devices"] = "4"
+    s["cache.enabled"] = "off"
+    s["cache.min_compile_secs"] = "0.1"
+    assert (s["cpu.devices"], s["cache.enabled"], s["cache.min_compile_secs"]) == (4, False, 0.1)
+    for key, bad in [("cpu.devices", 0), ("cpu.devices", "two"), ("cache.enabled", "maybe"),
+                     ("cache.min_compile_secs", -1), ("cache.min_compile_secs", "nan"), ("cache.dir", "")]:
+        with pytest.raises(ValueError, match=key):
+            s[key] = bad
+    with pytest.raises(KeyError):
+        s["cache.size"] = 1
+    with pytest.raises(TypeError):
+        del s["cpu.devices"]
+    assert set(s) == set(config.settings) and len(s) == 4
+
+
+def test_helpers():
+    assert config.usable_cores() >= 1
+    assert isinstance(config.cpu_model(), str) and config.cpu_model()
+    assert config.backend() == "cpu"
+
+
+def test_public_names_load_lazily(tmp_path):
+    names = bs.__all__
+    code = ("import bayescale as bs, sys, types\n"
+            f"for n in {names!r}:\n"
+            "    exec(f'from bayescale import {n}')\n"
+            "    assert n in dir(bs)\n"
+            "import bayescale.compare  # loading a module does not hide the function of its name\n"
+            "assert all(isinstance(f, types.FunctionType) for f in (bs.fit, bs.compare, bs.next_runs))\n"
+            "assert bs.fit is sys.modules['bayescale.fit'].fit and bs.laws is sys.modules['bayescale.laws']\n"
+            "print(hasattr(bs, 'no_such_name'))")
+    assert run_python(code, tmp_path) == "False"

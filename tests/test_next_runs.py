@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 import bayescale as bs
-from bayescale.allocation import posterior_draws
+from bayescale.pfn.prior import RUN_TABLE
+from bayescale.posterior import posterior_draws
 from bayescale.cli import main
-from bayescale.next_runs import candidate_grid, next_runs
+from bayescale.decisions import SearchOptions, candidate_grid, next_runs, parse_target
 
 TARGET = {"N": 7e10, "D": 1.4e12}
 
@@ -50,24 +51,25 @@ def test_cost_changes_the_choice(chinchilla_fit, hand_made):
     np.testing.assert_allclose(table["score"], expect)
     assert by.loc["beyond", "score"] < by.loc["beyond", "expected_var_reduction"] / 1e5
     # cost_power=0 ignores the cost: the most informative run wins again
-    free = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0, cost_power=0.0)
+    free = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0, search=SearchOptions(cost_power=0.0))
     assert free.iloc[0]["name"] == "beyond"
     with pytest.raises(bs.BayescaleError, match="cost_power"):
-        next_runs(chinchilla_fit, cands, target=TARGET, cost_power=-1.0)
+        next_runs(chinchilla_fit, cands, target=TARGET, search=SearchOptions(cost_power=-1.0))
 
 
 def test_goal_mode_buys_the_cheapest_run_that_suffices(chinchilla_fit, hand_made):
     cands = hand_made.assign(cost=[1.0, 2.0])
     plain = next_runs(chinchilla_fit, cands, target=TARGET, seed=0)
     assert plain.iloc[0]["name"] == "beyond"
-    loose = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, target_sd=10 * plain.attrs["var_before"] ** 0.5)
+    loose = next_runs(chinchilla_fit, cands, target=TARGET, seed=0,
+                      search=SearchOptions(target_sd=10 * plain.attrs["var_before"] ** 0.5))
     assert loose["reaches_target_sd"].all() and loose.iloc[0]["name"] == "duplicate"   # both suffice: the cheaper
     by = plain.set_index("name")
     mid = float(np.sqrt(0.5 * (by.loc["beyond", "expected_sd_after"] ** 2 + by.loc["duplicate", "expected_sd_after"] ** 2)))
-    tight = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, target_sd=mid)
+    tight = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, search=SearchOptions(target_sd=mid))
     assert tight.iloc[0]["name"] == "beyond" and tight.set_index("name").loc["beyond", "reaches_target_sd"]
     with pytest.raises(bs.BayescaleError, match="target_sd"):
-        next_runs(chinchilla_fit, cands, target=TARGET, target_sd=0.0)
+        next_runs(chinchilla_fit, cands, target=TARGET, search=SearchOptions(target_sd=0.0))
 
 
 def test_horizon_compares_plans_not_single_runs(chinchilla_fit):
@@ -84,7 +86,7 @@ def test_horizon_compares_plans_not_single_runs(chinchilla_fit):
     cands.loc[cands["name"] == "beyond", "cost"] = big
     myopic = next_runs(chinchilla_fit, cands, target=TARGET, seed=0)
     assert myopic.iloc[0]["name"] != "beyond" and "plan_reduction" not in myopic
-    planned = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, horizon=big)
+    planned = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, search=SearchOptions(horizon=big))
     assert planned.iloc[0]["name"] == "beyond" and planned.iloc[0]["chosen"]
     plans = planned.attrs["plans"]
     assert len(plans) >= 2 and all(p["cost"] <= big * (1 + 1e-12) for p in plans)
@@ -96,10 +98,10 @@ def test_horizon_compares_plans_not_single_runs(chinchilla_fit):
     by = planned.set_index("name")
     assert by.loc["beyond", "plan_reduction"] > np.nanmax(by.drop("beyond")["plan_reduction"])
     # a horizon too small for the big run leaves the small runs' plan
-    short = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, horizon=big / 2)
+    short = next_runs(chinchilla_fit, cands, target=TARGET, seed=0, search=SearchOptions(horizon=big / 2))
     assert short.iloc[0]["name"] != "beyond"
     with pytest.raises(bs.BayescaleError, match="horizon"):
-        next_runs(chinchilla_fit, cands, target=TARGET, horizon=-1.0)
+        next_runs(chinchilla_fit, cands, target=TARGET, search=SearchOptions(horizon=-1.0))
 
 
 def test_extrapolation_error_counts_and_shrinks_toward_the_target(chinchilla_fit, hand_made):
@@ -131,20 +133,22 @@ def test_extrapolation_error_counts_and_shrinks_toward_the_target(chinchilla_fit
 def test_greedy_batch_and_budget(chinchilla_fit):
     grid = candidate_grid(params=np.geomspace(1e7, 4e9, 4), tokens=np.geomspace(1e9, 4e11, 4))
     assert len(grid) == 16
-    table = next_runs(chinchilla_fit, grid, target="compute_optimal=1e23", k=3, seed=1, n_outcomes=16)
+    table = next_runs(chinchilla_fit, grid, target="compute_optimal=1e23", k=3, seed=1,
+                      search=SearchOptions(n_outcomes=16))
     chosen = table[table["chosen"]]
     assert list(chosen["batch"]) == [1, 2, 3] and len(chosen.drop_duplicates(["params", "tokens"])) == 3
     np.testing.assert_allclose(table["cost"], 6 * table["params"] * table["tokens"])
     assert table.attrs["target"] == "compute_optimal"
     budget = float(np.sort(table["cost"])[2])
-    within = next_runs(chinchilla_fit, grid, target=TARGET, k=5, budget=budget, seed=1, n_outcomes=16)
+    within = next_runs(chinchilla_fit, grid, target=TARGET, k=5, budget=budget, seed=1,
+                       search=SearchOptions(n_outcomes=16))
     assert within.loc[within["chosen"], "cost"].sum() <= budget
     assert within.attrs["batch_cost"] == pytest.approx(within.loc[within["chosen"], "cost"].sum())
 
 
 def test_same_seed_same_answer(chinchilla_fit, hand_made):
-    a = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=3, n_outcomes=8)
-    b = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=3, n_outcomes=8)
+    a = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=3, search=SearchOptions(n_outcomes=8))
+    b = next_runs(chinchilla_fit, hand_made, target=TARGET, seed=3, search=SearchOptions(n_outcomes=8))
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -184,14 +188,15 @@ def test_pfn_method(chinchilla_fit):
         with pytest.raises((bs.BayescaleError, ImportError)):
             next_runs(curve, cands, target={"x": [1e10]}, method="pfn", x="x", y="y")
         pytest.skip("the PFN's weights are not available: only the guard was checked")
-    table = next_runs(curve, cands, target={"x": [5e9, 1e10]}, method="pfn", x="x", y="y", k=2, n_outcomes=8, seed=0)
+    table = next_runs(curve, cands, target={"x": [5e9, 1e10]}, method="pfn", x="x", y="y", k=2, seed=0,
+                      search=SearchOptions(n_outcomes=8))
     assert len(table) == 3 and table["chosen"].sum() == 2 and list(table.loc[table["chosen"], "batch"]) == [1, 2]
     np.testing.assert_allclose(np.sort(table["cost"]), [2e8, 5e8, 1e9])
     assert (table["target_sd"] > 0).all() and np.isfinite(table["expected_sd_after"]).all()
     with pytest.raises(bs.BayescaleError, match="run table"):
         next_runs(chinchilla_fit, cands, target={"x": [1e10]}, method="pfn")
     with pytest.raises(bs.BayescaleError, match="horizon"):
-        next_runs(curve, cands, target={"x": [1e10]}, method="pfn", x="x", y="y", horizon=1e9)
+        next_runs(curve, cands, target={"x": [1e10]}, method="pfn", x="x", y="y", search=SearchOptions(horizon=1e9))
 
 
 def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
@@ -235,8 +240,8 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
 def test_local_fit_gives_candidates_the_same_extra_error(chinchilla_fit, hand_made):
     """A local fit's candidates carry tau x their distance from the target, like its runs: the duplicate of a small,
     far run tells less than under the global noise model; an explicit run_error gives the same table."""
-    from bayescale.allocation import posterior_draws
-    from bayescale.discrepancy import distance_from
+    from bayescale.posterior import posterior_draws
+    from bayescale.calibration import distance_from
 
     tau = 0.1
     local = chinchilla_fit.localize(TARGET, tau=tau, chains=2, warmup=300, samples=300, progress=False)
@@ -263,3 +268,25 @@ def test_local_fit_gives_candidates_the_same_extra_error(chinchilla_fit, hand_ma
                        ([0.1, np.nan], "row 1")):
         with pytest.raises(bs.BayescaleError, match=match):
             next_runs(local, hand_made, target=TARGET, run_error=bad)
+
+
+def test_search_options_and_external_inputs(chinchilla_fit, hand_made):
+    """SearchOptions checks its settings when made; the PFN's run table (a law computed outside bayescale) reads
+    targets as a law with the same inputs does."""
+    assert SearchOptions() == SearchOptions(n_outcomes=32, max_draws=1000, cost_power=1.0)
+    for bad, what in ((dict(n_outcomes=1), "n_outcomes"), (dict(max_draws=0), "max_draws"),
+                      (dict(cost_power=np.nan), "cost_power"), (dict(target_sd=-1.0), "target_sd"),
+                      (dict(horizon=0.0), "horizon")):
+        with pytest.raises(bs.BayescaleError, match=what):
+            SearchOptions(**bad)
+    with pytest.raises(bs.BayescaleError, match="SearchOptions"):
+        next_runs(chinchilla_fit, hand_made, target=TARGET, search={"n_outcomes": 8})
+    one = RUN_TABLE
+    assert one.input_names == ("x",)
+    kind, points = parse_target({"steps": [1e9, 2e9]}, one, {"x": "steps"})
+    assert kind == "points" and points["x"].tolist() == [1e9, 2e9]
+    with pytest.raises(bs.BayescaleError, match="compute_optimal"):
+        parse_target("compute_optimal=1e24", one)
+    law = bs.get_law("chinchilla")
+    pd.testing.assert_frame_equal(parse_target("N=7e10;1e9,D=1.4e12;2e10", bs.laws.external_law("ext", "?", law.inputs))[1],
+                                  parse_target("N=7e10;1e9,D=1.4e12;2e10", law)[1])

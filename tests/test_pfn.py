@@ -7,7 +7,10 @@ weights is measured by ``benchmarks/pfn.py``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,10 +20,14 @@ import pytest
 
 import bayescale as bs
 from bayescale.errors import RunTableError
-from bayescale.pfn.calibrate import CALIB_SEED, KINDS, Recalibration, fit_map
-from bayescale.pfn.infer import PFNWeightsError, Predictive, load, predict, predictive, predictive_many
-from bayescale.pfn.network import bar_logpdf
+from bayescale.pfn.bar import BarDistribution
+from bayescale.pfn.calibrate import CALIB_SEED, fit_map
+from bayescale.pfn.infer import Predictive, load, predict, predictive, predictive_many
+from bayescale.pfn.network import CONFIGS, PFN
 from bayescale.pfn.prior import FAMILIES, MIN_CONTEXT, normalize, sample_prior
+from bayescale.pfn.recalibration import KINDS, Recalibration
+from bayescale.pfn.weights import (PFNWeightsError, read_weights, replace_arrays, save_weights, sha256, tree_arrays,
+                                   weights_path)
 
 
 # ------------------------------------------------------------------------------------------------ prior
@@ -123,12 +130,56 @@ def test_normalize_uses_context_only(draws):
 
 
 def test_bar_logpdf_is_a_density():
-    borders = jnp.asarray(np.sort(np.random.default_rng(0).normal(size=33)) * 2)
-    logits = jnp.asarray(np.random.default_rng(1).normal(size=(3, 32)))
+    bar = BarDistribution(jnp.asarray(np.sort(np.random.default_rng(0).normal(size=33)) * 2))
+    log_probs = jax.nn.log_softmax(jnp.asarray(np.random.default_rng(1).normal(size=(3, 32))))
     grid = jnp.linspace(-40, 40, 400001)
-    dens = jnp.exp(jax.vmap(lambda g: bar_logpdf(logits, borders, jnp.full((3,), g)))(grid))
+    dens = jnp.exp(jax.vmap(lambda g: bar.logpdf(log_probs, jnp.full((3,), g)))(grid))
     mass = np.asarray(jnp.trapezoid(dens, grid, axis=0))
     np.testing.assert_allclose(mass, 1.0, atol=2e-3)
+
+
+def test_bar_cdf_quantile_logpdf_one_distribution():
+    """cdf is monotone from 0 to 1, quantile inverts it, logpdf is its derivative; NumPy and JAX logpdf agree."""
+    rng = np.random.default_rng(3)
+    borders = np.sort(rng.normal(size=41)) * 3
+    probs = rng.dirichlet(np.ones(40), size=3)
+    bar = BarDistribution(borders)
+    assert bar.n_bins == 40 and bar.xp is np
+    z = np.linspace(-30, 30, 20001)
+    f = np.stack([bar.cdf(probs, np.full(3, zi)) for zi in z])  # (n, 3)
+    assert np.all(np.diff(f, axis=0) >= 0) and np.all(f[0] < 1e-6) and np.all(f[-1] > 1 - 1e-6)
+    q = np.array([1e-4, 0.01, 0.3, 0.5, 0.77, 0.99, 1 - 1e-4])
+    zq = bar.quantile(probs, q)
+    assert zq.shape == (7, 3) and np.all(np.diff(zq, axis=0) > 0)
+    for i, qi in enumerate(q):
+        np.testing.assert_allclose(bar.cdf(probs, zq[i]), qi, atol=1e-10)
+    np.testing.assert_allclose(bar.quantile(probs, np.repeat(q[:, None], 3, 1)), zq)  # per-row levels
+    lp = np.log(probs)
+    for zz in (zq[0] - 0.5, zq[2], zq[4], zq[6] + 0.5):  # both tails and inner bins
+        h = 1e-6
+        np.testing.assert_allclose((bar.cdf(probs, zz + h) - bar.cdf(probs, zz - h)) / (2 * h),
+                                   np.exp(bar.logpdf(lp, zz)), rtol=1e-4)
+    jbar = BarDistribution(jnp.asarray(borders))
+    assert jbar.xp is jnp
+    zs = jnp.asarray(np.stack([zq[0] - 0.5, zq[3], zq[6] + 0.5]))
+    np.testing.assert_allclose(np.asarray(jbar.logpdf(jnp.asarray(np.broadcast_to(lp, (3, 3, 40))), zs)),
+                               np.stack([bar.logpdf(lp, np.asarray(r)) for r in zs]), rtol=1e-12)
+
+
+def test_training_loss_is_minus_bar_logpdf():
+    """The training loss is the mean -logpdf of the target points under the same BarDistribution."""
+    from bayescale.pfn.train import nll
+
+    cfg = CONFIGS["tiny"]
+    model = PFN(cfg, jax.random.PRNGKey(0))
+    d = sample_prior(1, 4, cfg.n_points, families=["M2"])
+    u, z, _ = normalize(d["t"], d["y"], d["ctx"])
+    borders = jnp.asarray(np.linspace(-4, 4, cfg.n_bins + 1), jnp.float32)
+    loss = float(nll(model, borders, u, z, d["ctx"], d["target"]))
+    logits = jax.vmap(model)(u, z, d["ctx"])
+    lp = np.asarray(BarDistribution(borders).logpdf(jax.nn.log_softmax(logits), z.astype(jnp.float32)))
+    t = np.asarray(d["target"])
+    np.testing.assert_allclose(loss, -lp[t].mean(), rtol=1e-5)
 
 
 def test_predictive_quantile_cdf_logpdf_consistent():
@@ -361,6 +412,53 @@ def test_missing_and_corrupt_weights(tiny, tmp_path):
     (tmp_path / "pfn_tiny.json").write_text("{not json")
     with pytest.raises(PFNWeightsError, match="unreadable"):
         load(tmp_path / "pfn_tiny.npz")
+
+
+def test_weights_save_read_and_checks(tmp_path):
+    """weights.py on its own: save/read round trip, hash check, config/shape checks, path resolution."""
+    cfg = CONFIGS["tiny"]
+    model = PFN(cfg, jax.random.PRNGKey(3))
+    borders = np.linspace(-5, 5, cfg.n_bins + 1)
+    info = save_weights(model, cfg, borders, tmp_path / "w.npz", {"step": 7, "families": ["M2"]})
+    assert info["sha256"] == sha256(tmp_path / "w.npz") and info["step"] == 7
+    w = read_weights(tmp_path / "w.json")  # the JSON's path names the same weights
+    assert w.cfg == cfg and w.recal is None and w.path == tmp_path / "w.npz" and w.info["families"] == ["M2"]
+    np.testing.assert_array_equal(w.borders, borders)
+    for a, b in zip(tree_arrays(w.model), tree_arrays(model)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="expected"):
+        replace_arrays(model, tree_arrays(model)[:-1])
+    assert weights_path() == weights_path("pfn_small") and weights_path().name == "pfn_small.npz"
+    # a config that does not fit the arrays (the hash still matches)
+    meta = json.loads((tmp_path / "w.json").read_text())
+    (tmp_path / "w.json").write_text(json.dumps({**meta, "config": {**meta["config"], "d_model": 16}}))
+    with pytest.raises(PFNWeightsError, match="do not match their config"):
+        read_weights(tmp_path / "w.npz")
+    (tmp_path / "w.json").write_text(json.dumps({**meta, "format": "other/9"}))
+    with pytest.raises(PFNWeightsError, match="format"):
+        read_weights(tmp_path / "w.npz")
+
+
+def test_bundled_weights_tampered_hash_fires(tmp_path):
+    if not bs.pfn.available():
+        pytest.skip("no bundled PFN weights in this checkout")
+    src = weights_path()
+    for p in (src, src.with_suffix(".json")):
+        shutil.copy(p, tmp_path / p.name)
+    assert read_weights(tmp_path / src.name).info["sha256"] == sha256(src)
+    raw = bytearray((tmp_path / src.name).read_bytes())
+    raw[-100] ^= 0x01
+    (tmp_path / src.name).write_bytes(bytes(raw))
+    with pytest.raises(PFNWeightsError, match="corrupt: sha256"):
+        read_weights(tmp_path / src.name)
+
+
+def test_inference_imports_no_training_code():
+    """infer (and the package's public API) loads without the training and calibration-fitting modules."""
+    code = ("import sys, bayescale.pfn.infer, bayescale.pfn as p; p.Recalibration, p.BarDistribution, "
+            "p.PFNWeightsError; bad = [m for m in ('bayescale.pfn.train', 'bayescale.pfn.calibrate') "
+            "if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
 
 
 def _runs():

@@ -7,11 +7,13 @@ import re
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import bayescale as bs
 from bayescale.cli import main
-from bayescale.report import check_in_browser, chromium, parse_option, parse_size, risk_report
+from bayescale.decisions import (RiskReport, SearchOptions, assess_risk, check_in_browser, check_target_loss, chromium,
+                                 format_size, parse_option, parse_size, risk_report, write_report)
 
 from conftest import FAST
 
@@ -29,6 +31,15 @@ def test_parse_size_and_option():
                       ("-5B,1T", "-5B"), ("70B,0", "positive")):
         with pytest.raises(bs.BayescaleError, match=what):
             parse_option(bad)
+
+
+def test_format_size_and_target_loss():
+    assert format_size(7e10) == "70B" and format_size(1.4e12) == "1.4T" and format_size(512) == "512"
+    assert all(parse_size(format_size(v)) == v for v in (7e10, 1.4e12, 3.5e8, 2e3))
+    assert check_target_loss("2.5") == 2.5
+    for bad in (None, "low", float("inf")):
+        with pytest.raises(bs.BayescaleError, match="target_loss"):
+            check_target_loss(bad)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +110,26 @@ def test_files_are_self_contained(report):
     assert all(base64.b64decode(b)[:8] == b"\x89PNG\r\n\x1a\n" for b in imgs)
     saved = np.load(out / "report_draws.npz")
     np.testing.assert_array_equal(saved["loss"], rep.draws.to_numpy())
+
+
+def test_numbers_then_rendering(report, chinchilla_fit, tmp_path):
+    """risk_report is assess_risk's numbers rendered by write_report: the same numbers without files, and the
+    same files from the numbers alone."""
+    rep, target, out = report
+    assert isinstance(rep, RiskReport) and rep.input_columns == ["params", "tokens"] and len(rep.families) == 9
+    files = write_report(rep, tmp_path / "again")
+    assert set(files) == {"html", "md", "json", "draws"}
+    for name in ("report.json", "report.md"):
+        assert (tmp_path / "again" / name).read_text() == (out / name).read_text()
+    one = {"chinchilla": chinchilla_fit}
+    small = dict(candidates={"params": [1e9, 4e9], "tokens": [1e11]}, seed=1, n_draws=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numbers = assess_risk(one, ["70B,1.4T"], 2.0, search=SearchOptions(n_outcomes=4, max_draws=100), **small)
+        whole = risk_report(fits=one, options=["70B,1.4T"], target_loss=2.0, n_outcomes=4, next_max_draws=100, **small)
+    assert numbers.files == whole.files == {} and numbers.summary == whole.summary
+    pd.testing.assert_frame_equal(numbers.draws, whole.draws)
+    pd.testing.assert_frame_equal(numbers.families, whole.families)
 
 
 @pytest.mark.skipif(chromium() is None, reason="chromium is not installed (Debian: apt-get install -y chromium; "

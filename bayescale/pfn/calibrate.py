@@ -5,7 +5,8 @@ estimated on synthetic prior draws and applied everywhere: ``cdf' = R(F)``, ``qu
 ``logpdf' = logpdf + ln R'(F)``. ``R`` is piecewise linear through the knots ``(Q_pit(l_j), l_j)``: the empirical
 quantiles of the PIT at a fixed grid of levels ``l_j`` (:data:`LEVEL_GRID`), with ``(0, 0)`` and ``(1, 1)`` added,
 strictly increasing so it is invertible. One map for extrapolated queries (outside the context's x range) and one
-for interpolated queries, each from both context/target splits of the prior (prefix and random subset).
+for interpolated queries, each from both context/target splits of the prior (prefix and random subset). The map
+object, read and applied at prediction, is :class:`bayescale.pfn.recalibration.Recalibration`; this module fits it.
 
 Seeds: calibration curves come from ``sample_prior(CALIB_SEED + 2 i, split="prefix")`` and
 ``sample_prior(CALIB_SEED + 2 i + 1, split="random")``, ``i < n_batches``; disjoint from training
@@ -18,78 +19,26 @@ into the weights' JSON (key ``recalibration``); ``bayescale pfn train`` does so 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
 import numpy as np
 
-__all__ = ["CALIB_SEED", "KINDS", "LEVEL_GRID", "Recalibration", "fit_map", "fit_recalibration", "pit_values"]
+from bayescale.pfn.infer import load, predictive_many
+from bayescale.pfn.prior import sample_prior
+from bayescale.pfn.recalibration import KINDS, Recalibration
+from bayescale.pfn.weights import weights_path
+
+__all__ = ["CALIB_SEED", "LEVEL_GRID", "fit_map", "fit_recalibration", "pit_values"]
 
 CALIB_SEED = 30_000_000
-KINDS = ("interpolated", "extrapolated")
 # every central-interval end of 50-99% is a knot, so those intervals are exact on the calibration draws
 LEVEL_GRID = np.array([0.005, 0.01, 0.025, 0.05, 0.075, *np.round(np.arange(0.1, 0.91, 0.05), 3), 0.925, 0.95,
                        0.975, 0.99, 0.995])
 MIN_GAP = 1e-6  # smallest step between PIT knots (ties in the PIT would otherwise make R non-invertible)
 DESCRIPTION = ("Kuleshov et al. (2018) recalibration: cdf' = R(F), R piecewise linear through (PIT quantile, level) "
                "knots, fitted on synthetic prior draws (no real data), one map per query kind")
-
-
-class Recalibration:
-    """Monotone maps ``R`` on [0, 1], one per query kind: ``knots[kind] = (pit, level)``, both from 0 to 1."""
-
-    def __init__(self, knots: dict, meta: dict | None = None):
-        try:
-            self.knots = {k: (np.asarray(p, np.float64), np.asarray(lv, np.float64)) for k, (p, lv) in knots.items()}
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"knots must be lists of numbers ({exc})") from None
-        self.meta = dict(meta or {})
-        for kind, (p, lv) in self.knots.items():
-            if kind not in KINDS:
-                raise ValueError(f"unknown query kind {kind!r}; expected {list(KINDS)}")
-            if p.ndim != 1 or p.shape != lv.shape or len(p) < 2:
-                raise ValueError(f"{kind}: pit and level knots must be 1-d of equal length >= 2")
-            if not (np.all(np.isfinite(p)) and np.all(np.isfinite(lv))):
-                raise ValueError(f"{kind}: knots must be finite")
-            for name, a in (("pit", p), ("level", lv)):
-                if a[0] != 0.0 or a[-1] != 1.0:
-                    raise ValueError(f"{kind}: {name} knots must start at 0 and end at 1, got {a[0]:g} ... {a[-1]:g}")
-                if not np.all(np.diff(a) > 0):
-                    raise ValueError(f"{kind}: {name} knots must be strictly increasing")
-        missing = [k for k in KINDS if k not in self.knots]
-        if missing:
-            raise ValueError(f"no map for {missing}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Recalibration:
-        """From the JSON entry; raises ValueError (with the reason) when it is malformed."""
-        if not isinstance(d, dict) or not isinstance(d.get("maps"), dict):
-            raise ValueError("expected a dict with a 'maps' dict")
-        try:
-            knots = {k: (m["pit"], m["level"]) for k, m in d["maps"].items()}
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"each map needs 'pit' and 'level' lists ({exc})") from None
-        return cls(knots, {k: v for k, v in d.items() if k != "maps"})
-
-    def to_dict(self) -> dict:
-        maps = {k: {"pit": p.tolist(), "level": lv.tolist()} for k, (p, lv) in self.knots.items()}
-        return {**self.meta, "maps": maps}
-
-    def forward(self, kind: str, p):
-        """``R(p)``."""
-        xk, yk = self.knots[kind]
-        return np.interp(p, xk, yk)
-
-    def inverse(self, kind: str, q):
-        """``R^{-1}(q)``."""
-        xk, yk = self.knots[kind]
-        return np.interp(q, yk, xk)
-
-    def log_slope(self, kind: str, p):
-        """``ln R'(p)`` (piecewise constant; the right segment at a knot)."""
-        xk, yk = self.knots[kind]
-        seg = np.clip(np.searchsorted(xk, p, side="right") - 1, 0, len(xk) - 2)
-        return np.log(np.diff(yk) / np.diff(xk))[seg]
 
 
 def fit_map(pit, levels=LEVEL_GRID) -> tuple[np.ndarray, np.ndarray]:
@@ -111,9 +60,6 @@ def pit_values(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch
 
     ``n_curves`` is rounded up to a whole number of batches; curves without targets are left out.
     """
-    from bayescale.pfn.infer import load, predictive_many
-    from bayescale.pfn.prior import sample_prior
-
     L = load(weights)
     n_points = n_points or L.cfg.n_points
     fams = families or L.info.get("families")
@@ -145,8 +91,6 @@ def pit_values(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch
 def fit_recalibration(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch: int = 512, families=None,
                       write: bool = True, log=print) -> dict:
     """Fit both maps on fresh prior draws and (``write``) store them in the weights' JSON; returns the JSON entry."""
-    from bayescale.pfn.infer import weights_path
-
     res = pit_values(weights, n_curves, seed, batch, families)
     n_batches = int(np.ceil(n_curves / min(batch, n_curves)))
     knots = {k: fit_map(res["pit"][k]) for k in KINDS}
@@ -170,8 +114,6 @@ def fit_recalibration(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED
 
 
 def main(argv=None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m bayescale.pfn.calibrate", description=__doc__.split("\n")[0])
     ap.add_argument("--weights", help="a .npz written by `bayescale pfn train` (default: the bundled one)")
     ap.add_argument("--curves", type=int, default=4096, help="prior curves per split (default 4096)")

@@ -5,65 +5,46 @@ output is a full-support bar distribution over ``z`` at each query. Here it is m
 ``y = exp(m + s z)``, so ``logpdf_y(y) = logpdf_z(z) - ln s - ln y`` and ``cdf_y(y) = cdf_z(z)``. The network runs
 in float32; the bar distribution (probabilities, CDF, quantiles, Jacobian) is evaluated in float64.
 
-By default the predictive is recalibrated (:mod:`bayescale.pfn.calibrate`, Kuleshov et al. 2018): with ``F`` the
+By default the predictive is recalibrated (:mod:`bayescale.pfn.recalibration`, Kuleshov et al. 2018): with ``F`` the
 network's CDF and ``R`` a monotone map fitted on held-out prior draws (one for queries beyond the context's x range,
 one for those inside it), ``cdf = R(F)``, ``quantile(q) = F^{-1}(R^{-1}(q))``, ``logpdf = ln R'(F) + logpdf_F``.
 ``calibrated=False`` gives the raw network's predictive.
 
 Nothing is downloaded: weights are read from ``bayescale/pfn/weights/`` (or a path given), and their sha256 is
-checked against the JSON beside them before use.
+checked against the JSON beside them before use (:mod:`bayescale.pfn.weights`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from functools import lru_cache
-from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import erf, erfc, erfcinv, erfinv
 
-from bayescale.errors import BayescaleError, RunTableError
-from bayescale.pfn.network import PFN, PFNConfig
-from bayescale.pfn.prior import MIN_CONTEXT, normalize
+from bayescale.bands import DEFAULT_LEVELS, check_levels, make_bands_from_quantiles
+from bayescale.errors import RunTableError
+from bayescale.pfn.bar import BarDistribution
+from bayescale.pfn.network import PFNConfig
+from bayescale.pfn.prior import MIN_CONTEXT, RUN_TABLE, normalize
+from bayescale.pfn.weights import PFNWeights, PFNWeightsError, read_weights, weights_path
+from bayescale.runs import distance_beyond, outside, prepare_runs, query_points, read_runs, scales_for
 
-__all__ = ["PFNWeightsError", "Predictive", "available", "load", "predict", "predictive", "predictive_many",
-           "weights_path"]
+__all__ = ["Predictive", "available", "load", "predict", "predictive", "predictive_many"]
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
-DEFAULT_WEIGHTS = "pfn_small"
-RETRAIN = f"bayescale pfn train --config small --out {WEIGHTS_DIR}"
 QUERY_CHUNK = 64  # queries per forward pass (the context is repeated for each chunk)
 CURVE_CHUNK = 64  # rows per compiled call
-DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
 CURVE_NOTE = ("the PFN predicts observed runs (noise included) and has no separate mean-curve distribution: "
               "curve_* repeat run_*")
 
 
-class PFNWeightsError(BayescaleError, OSError):
-    """The PFN weights are missing, corrupt, or do not match their config."""
-
-
-def weights_path(name_or_path=None) -> Path:
-    """The ``.npz`` of the weights: bundled ``pfn_small`` by default, or a name in the weights folder, or a path."""
-    if name_or_path is None:
-        return WEIGHTS_DIR / f"{DEFAULT_WEIGHTS}.npz"
-    p = Path(name_or_path)
-    if p.suffix == ".json":
-        p = p.with_suffix(".npz")
-    if p.suffix != ".npz" and not p.exists():
-        p = WEIGHTS_DIR / f"{p.name}.npz"
-    return p
-
-
 class _Loaded:
-    def __init__(self, model, cfg: PFNConfig, borders: np.ndarray, info: dict, path: Path, recal=None):
-        self.model, self.cfg, self.borders, self.info, self.path = model, cfg, borders, info, path
-        self.recal = recal  # Recalibration, or None when the JSON has no "recalibration" entry
+    """Verified weights (the fields of :class:`~bayescale.pfn.weights.PFNWeights`) and the compiled forward pass."""
+
+    def __init__(self, w: PFNWeights):
+        self.model, self.cfg, self.borders, self.info, self.path, self.recal = w
         self.forward = eqx.filter_jit(lambda m, u, z, c: jax.vmap(m)(u, z, c))
 
 
@@ -77,45 +58,7 @@ def load(path=None) -> _Loaded:
 
 @lru_cache(maxsize=4)
 def _load(path: str, _m1, _m2) -> _Loaded:
-    from bayescale.pfn.calibrate import Recalibration
-    from bayescale.pfn.train import FORMAT, _load_arrays, sha256
-
-    p, meta_p = Path(path), Path(path).with_suffix(".json")
-    fix = f"Reinstall bayescale, or retrain the weights: `{RETRAIN}`."
-    if not p.exists() or not meta_p.exists():
-        missing = [str(q) for q in (p, meta_p) if not q.exists()]
-        raise PFNWeightsError(f"PFN weights not found: {', '.join(missing)} missing. {fix}")
-    try:
-        info = json.loads(meta_p.read_text())
-        cfg = PFNConfig.from_dict(info["config"])
-        expected = info["sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise PFNWeightsError(f"PFN weights metadata {meta_p} is unreadable or incomplete ({exc}). {fix}") from None
-    if info.get("format") != FORMAT:
-        raise PFNWeightsError(f"PFN weights {meta_p} have format {info.get('format')!r}, this bayescale reads {FORMAT!r}. {fix}")
-    got = sha256(p)
-    if got != expected:
-        raise PFNWeightsError(f"PFN weights {p} are corrupt: sha256 {got[:16]}... does not match {expected[:16]}... "
-                              f"recorded in {meta_p.name}. {fix}")
-    try:
-        with np.load(p, allow_pickle=False) as f:
-            borders = np.asarray(f["borders"], np.float64)
-            n = len([k for k in f.files if k.startswith("p")])
-            arrays = [f[f"p{i:03d}"] for i in range(n)]
-        model = _load_arrays(PFN(cfg, jax.random.PRNGKey(0)), arrays)
-    except (ValueError, KeyError, OSError) as exc:
-        raise PFNWeightsError(f"PFN weights {p} do not match their config {meta_p.name}: {exc}. {fix}") from None
-    if borders.shape != (cfg.n_bins + 1,) or not np.all(np.diff(borders) > 0):
-        raise PFNWeightsError(f"PFN weights {p}: bin borders are malformed. {fix}")
-    recal = None
-    if "recalibration" in info:
-        try:
-            recal = Recalibration.from_dict(info["recalibration"])
-        except ValueError as exc:
-            raise PFNWeightsError(f"PFN weights metadata {meta_p}: the 'recalibration' entry is malformed ({exc}). "
-                                  f"Refit it: `bayescale pfn calibrate --weights {p}`, or delete the entry to use the "
-                                  "raw network.") from None
-    return _Loaded(model, cfg, borders, info, p, recal)
+    return _Loaded(read_weights(path))
 
 
 def available(path=None) -> bool:
@@ -134,24 +77,24 @@ def available(path=None) -> bool:
 class Predictive:
     """Predictive distribution of an observed y at ``m`` query points (one curve), in original y units.
 
-    A full-support bar distribution over ``z = (ln y - loc) / scale`` per query. ``quantile(q)``: scalar q ->
+    A full-support bar distribution (:class:`~bayescale.pfn.bar.BarDistribution`) over
+    ``z = (ln y - loc) / scale`` per query, bin probabilities ``probs`` (m, K). ``quantile(q)``: scalar q ->
     (m,), array -> (len(q), m); ``logpdf(y)``, ``cdf(y)``: (m,) for y of shape (m,) (or broadcastable);
     ``sample(n, seed)`` -> (n, m); ``median()``, ``mean()`` -> (m,).
 
     ``beyond`` (m,): decades of x outside the context's range (0 inside). With ``recalibration`` (a
-    :class:`~bayescale.pfn.calibrate.Recalibration`), queries with ``beyond > 0`` take its extrapolated map, the
+    :class:`~bayescale.pfn.recalibration.Recalibration`), queries with ``beyond > 0`` take its extrapolated map, the
     others its interpolated one; ``calibrated`` says whether a map is applied.
     """
 
     def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None, recalibration=None):
         self.probs = np.asarray(probs, np.float64)  # (m, K)
-        self.borders = np.asarray(borders, np.float64)  # (K + 1,)
+        self.bar = BarDistribution(np.asarray(borders, np.float64))
+        self.borders = self.bar.borders  # (K + 1,)
         self.loc, self.scale = float(loc), float(scale)
         self.x_query = None if x_query is None else np.asarray(x_query, float)
         self.seed = seed
         self.beyond = None if beyond is None else np.broadcast_to(np.asarray(beyond, float), (len(self.probs),))
-        self._cum = np.concatenate([np.zeros((len(self.probs), 1)), np.cumsum(self.probs, axis=1)], axis=1)
-        self._cum[:, -1] = 1.0
         self._recal = recalibration
         if recalibration is not None and self.beyond is None:
             raise ValueError("a recalibrated Predictive needs beyond= (which queries lie outside the context)")
@@ -191,51 +134,6 @@ class Predictive:
                 out[mask] = self._recal.log_slope(kind, p[mask])
         return out
 
-    # -- in z (normalised ln y) ---------------------------------------------------------------------------
-    def _z_logpdf(self, z):
-        b, p = self.borders, self.probs
-        k = len(b) - 1
-        w = np.diff(b)
-        z = np.broadcast_to(np.asarray(z, float), (len(p),))
-        idx = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1)
-        with np.errstate(divide="ignore"):
-            logp = np.log(p)
-        inner = logp[np.arange(len(p)), idx] - np.log(w[idx])
-        half = 0.5 * math.log(2.0 / math.pi)
-        left = logp[:, 0] + half - np.log(w[0]) - 0.5 * (np.maximum(b[1] - z, 0) / w[0]) ** 2
-        right = logp[:, -1] + half - np.log(w[-1]) - 0.5 * (np.maximum(z - b[-2], 0) / w[-1]) ** 2
-        return np.where(z < b[1], left, np.where(z >= b[-2], right, inner))
-
-    def _z_cdf(self, z):
-        b, p, cum = self.borders, self.probs, self._cum
-        k = len(b) - 1
-        w = np.diff(b)
-        z = np.broadcast_to(np.asarray(z, float), (len(p),))
-        rows = np.arange(len(p))
-        idx = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1)
-        inner = cum[rows, idx] + p[rows, idx] * np.clip((z - b[idx]) / w[idx], 0, 1)
-        left = p[:, 0] * erfc(np.maximum(b[1] - z, 0) / w[0] / math.sqrt(2))
-        right = cum[:, k - 1] + p[:, -1] * erf(np.maximum(z - b[-2], 0) / w[-1] / math.sqrt(2))
-        return np.where(z < b[1], left, np.where(z >= b[-2], right, inner))
-
-    def _z_quantile(self, q):
-        """q (n,) or per query (n, m) in (0, 1) -> z (n, m)."""
-        b, p, cum = self.borders, self.probs, self._cum
-        k = len(b) - 1
-        w = np.diff(b)
-        q = np.asarray(q, float)
-        q = q[:, None] if q.ndim == 1 else q  # (n, 1) or (n, m)
-        # bin of each quantile: number of cumulative borders <= q (per row)
-        idx = np.clip((cum[None, :, 1:k] <= q[:, :, None]).sum(-1), 0, k - 1)  # (n, m)
-        rows = np.arange(len(p))[None, :]
-        pk = np.maximum(p[rows, idx], 1e-300)
-        inner = b[idx] + w[idx] * np.clip((q - cum[rows, idx]) / pk, 0, 1)
-        p0, pl = np.maximum(p[:, 0], 1e-300)[None], np.maximum(p[:, -1], 1e-300)[None]
-        left = b[1] - w[0] * math.sqrt(2) * erfcinv(np.clip(q / p0, 1e-300, 1.0))
-        c_last = cum[:, k - 1][None]
-        right = b[-2] + w[-1] * math.sqrt(2) * erfinv(np.clip((q - c_last) / pl, 0.0, 1 - 1e-16))
-        return np.where(idx == 0, left, np.where(idx == k - 1, right, inner))
-
     # -- in y -------------------------------------------------------------------------------------------------
     def _to_z(self, y):
         y = np.asarray(y, float)
@@ -246,21 +144,23 @@ class Predictive:
         """Log density of observed y (original units, Jacobian of y -> z included); -inf for y <= 0."""
         y = np.broadcast_to(np.asarray(y, float), (len(self),))
         z = np.nan_to_num(self._to_z(y))
-        out = self._z_logpdf(z) - math.log(self.scale) - np.log(np.where(y > 0, y, 1.0))
+        with np.errstate(divide="ignore"):
+            log_probs = np.log(self.probs)
+        out = self.bar.logpdf(log_probs, z) - math.log(self.scale) - np.log(np.where(y > 0, y, 1.0))
         if self.calibrated:
-            out = out + self._log_r_slope(self._z_cdf(z))
+            out = out + self._log_r_slope(self.bar.cdf(self.probs, z))
         return np.where(y > 0, out, -np.inf)
 
     def cdf(self, y) -> np.ndarray:
         y = np.broadcast_to(np.asarray(y, float), (len(self),))
         z = self._to_z(y)
-        return np.where(y > 0, self._r(self._z_cdf(np.nan_to_num(z))), 0.0)
+        return np.where(y > 0, self._r(self.bar.cdf(self.probs, np.nan_to_num(z))), 0.0)
 
     def quantile(self, q) -> np.ndarray:
         qa = np.asarray(q, float)
         if np.any(~np.isfinite(qa)) or np.any((qa <= 0) | (qa >= 1)):
             raise ValueError(f"quantile levels must lie strictly between 0 and 1, got {q}")
-        out = np.exp(self.loc + self.scale * self._z_quantile(self._r_inv(np.atleast_1d(qa))))
+        out = np.exp(self.loc + self.scale * self.bar.quantile(self.probs, self._r_inv(np.atleast_1d(qa))))
         return out[0] if qa.ndim == 0 else out
 
     def median(self) -> np.ndarray:
@@ -274,7 +174,7 @@ class Predictive:
     def sample(self, n: int, seed: int | None = None) -> np.ndarray:
         rng = np.random.default_rng(self.seed if seed is None else seed)
         u = rng.uniform(1e-12, 1 - 1e-12, size=int(n))
-        return np.exp(self.loc + self.scale * self._z_quantile(self._r_inv(u)))
+        return np.exp(self.loc + self.scale * self.bar.quantile(self.probs, self._r_inv(u)))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -370,14 +270,8 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
         stats[ci] = (float(m[r, 0]), float(s[r, 0]))
     recal = L.recal if calibrated else None
     return [Predictive(np.concatenate(out_probs[i]), L.borders, stats[i][0], stats[i][1], x_query=xq, seed=seed,
-                       beyond=_beyond(xc, xq), recalibration=recal) for i, (xc, _, xq) in enumerate(curves)]
-
-
-def _beyond(x_ctx, x_query):
-    """Decades of each query outside the context's x range (0 inside)."""
-    lo, hi = np.log10(x_ctx.min()), np.log10(x_ctx.max())
-    lq = np.log10(x_query)
-    return np.maximum(lq - hi, 0) + np.maximum(lo - lq, 0)
+                       beyond=outside(np.log(xq), np.log(xc.min()), np.log(xc.max()), scale="log"),
+                       recalibration=recal) for i, (xc, _, xq) in enumerate(curves)]
 
 
 def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None, calibrated: bool = True) -> Predictive:
@@ -398,41 +292,20 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
     distance outside the runs' x range in decades. With ``group=``, a dict group -> Bands (one batched call).
     ``calibrated=False``: the raw network's predictive, without the recalibration map.
     """
-    import pandas as pd
-
-    from bayescale.bands import make_bands_from_quantiles
-    from bayescale.laws import get_law
-    from bayescale.runs import distance_beyond, prepare_runs, query_points, read_runs, scales_for
-
     if at is None:
         raise RunTableError("pass at= (the x values to predict), e.g. at=[1e9, 1e10] or at='x=1e9;1e10'")
-    levels = tuple(float(v) for v in levels)
-    if any(not 0 < lv < 1 for lv in levels):
-        raise ValueError(f"levels must lie strictly between 0 and 1, got {levels}")
+    levels = tuple(check_levels(levels))
     df = read_runs(runs)
     if not isinstance(x, str):
         raise RunTableError("the PFN supports one input x (a column name); two-input laws (N and D) are not supported")
-    # M1 is the registry's one-input log-scale law: its checks (columns, NaN, x > 0, y > 0) are the PFN's
-    law = get_law("M1")
-    for col in (x, y):
-        if col not in df.columns:
-            raise RunTableError(f"column {col!r} is not in the run table; its columns are {list(map(str, df.columns))}")
-    if group is not None and group not in df.columns:
-        raise RunTableError(f"group column {group!r} is not in the run table; its columns are {list(map(str, df.columns))}")
-    keys = [group] if group is not None else []
-    for g, sub in (df.groupby(keys, sort=False) if keys else [(None, df)]):
-        n = pd.to_numeric(sub[x], errors="coerce").nunique()
-        if n < MIN_CONTEXT:
-            where = f" in group {g[0]!r}" if keys else ""
-            raise RunTableError(f"the PFN needs at least {MIN_CONTEXT} distinct x values per curve; got {n}{where}. Add runs.")
-    rd = prepare_runs(df, law, y=y, x=x, group=group)
-    frame_q = query_points(law, at, rd.columns)
+    rd = prepare_runs(df, RUN_TABLE, y=y, x=x, group=group)  # columns, NaN, x > 0, y > 0, MIN_CONTEXT distinct x
+    frame_q = query_points(RUN_TABLE, at, rd.columns)
     groups = rd.groups
     curves, scales = [], []
     for g in groups:
         cur = rd.curve(g)
         curves.append((cur["x"].to_numpy(), cur["y"].to_numpy(), frame_q["x"].to_numpy()))
-        scales.append(scales_for(law, cur))
+        scales.append(scales_for(RUN_TABLE, cur))
     preds = predictive_many(curves, seed=seed, weights=weights, calibrated=calibrated)
     qs = [(1 - lv) / 2 for lv in levels] + [(1 + lv) / 2 for lv in levels]
     info = load(weights).info
@@ -442,7 +315,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
         k = len(levels)
         frame = frame_q.copy()
         bands = make_bands_from_quantiles(frame, pr.median(), pr.mean(), qv[:k], qv[k:], levels,
-                                          beyond=distance_beyond(law, frame, sc), law="pfn", method="pfn", y=y,
+                                          beyond=distance_beyond(RUN_TABLE, frame, sc), law="pfn", method="pfn", y=y,
                                           columns=rd.columns, curve_note=CURVE_NOTE)
         how = "recalibrated" if pr.calibrated else "raw network"
         bands.data.attrs["pfn_weights"] = (f"{info.get('config_name', '?')} step {info.get('step', '?')} sha256 "

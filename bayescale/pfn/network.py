@@ -6,9 +6,8 @@ query point from ``u`` alone (plus a learned "query" offset). Every token attend
 on which other points are asked about at the same time.
 
 Output. Each token's head gives logits over ``n_bins`` bins whose borders are quantiles of normalised targets drawn
-from the prior (computed once before training and stored with the weights). The first and last bins are replaced
-by half-normal tails (scale = that bin's width), so the density has full support on the real line
-("full-support bar distribution", Müller et al. 2022).
+from the prior (computed once before training and stored with the weights): a full-support bar distribution with
+half-normal tails (:class:`bayescale.pfn.bar.BarDistribution`, Müller et al. 2022).
 
 The network computes in float32 (training speed); the bar distribution is evaluated in float64 at prediction
 time (:mod:`bayescale.pfn.infer`).
@@ -16,14 +15,13 @@ time (:mod:`bayescale.pfn.infer`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-__all__ = ["CONFIGS", "PFN", "PFNConfig", "bar_logpdf"]
+__all__ = ["CONFIGS", "PFN", "PFNConfig", "n_params"]
 
 F32 = jnp.float32
 
@@ -117,25 +115,6 @@ class PFN(eqx.Module):
 
 
 def n_params(model) -> int:
+    """Number of trainable scalars (array leaves) of a model."""
     return int(sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))))
 
-
-def bar_logpdf(logits, borders, z):
-    """Log density of ``z`` under the full-support bar distribution (any float dtype; JAX).
-
-    ``logits`` (..., K), ``borders`` (K + 1,), ``z`` (...). Inner bins are uniform; bin 0 is a half-normal tail
-    below ``borders[1]`` and bin K-1 one above ``borders[K-1]``, each with scale equal to the bin's width.
-    """
-    k = borders.shape[0] - 1
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    widths = borders[1:] - borders[:-1]
-    idx = jnp.clip(jnp.searchsorted(borders, z, side="right") - 1, 0, k - 1)
-    lp = jnp.take_along_axis(logp, idx[..., None], axis=-1)[..., 0]
-    inner = lp - jnp.log(widths[idx])
-    half = 0.5 * math.log(2.0 / math.pi)
-    s_lo, s_hi = widths[0], widths[-1]
-    d_lo = jnp.maximum(borders[1] - z, 0.0) / s_lo
-    d_hi = jnp.maximum(z - borders[-2], 0.0) / s_hi
-    left = logp[..., 0] + half - jnp.log(s_lo) - 0.5 * d_lo**2
-    right = logp[..., -1] + half - jnp.log(s_hi) - 0.5 * d_hi**2
-    return jnp.where(z < borders[1], left, jnp.where(z >= borders[-2], right, inner))

@@ -2,10 +2,10 @@
 
 One source of truth. Every one-input, log-scale family of the law registry (:mod:`bayescale.laws`: M1-M4,
 BNSL1, BNSL2, sigmoid) is drawn from *its own* parameter priors (``Param.prior``) and mean function
-(``Law.mean``), with the NUTS models' own noise prior and likelihood (:func:`bayescale.model.sigma_prior`,
-:func:`bayescale.model.noise_dist`, multiplicative noise). Added to those:
+(``Law.mean``), with the NUTS models' own noise prior and likelihood (:func:`bayescale.noise.sigma_prior`,
+:func:`bayescale.noise.noise_dist`, multiplicative noise). Added to those:
 
-- a three-break broken power law, built by the registry's own BNSL constructor (``laws._bnsl(3)``), so the
+- a three-break broken power law, built by the registry's own BNSL constructor (``laws.bnsl_law(3)``), so the
   broken laws cover 1-3 breaks; the breaks' smoothness prior (``f ~ LogNormal(ln 0.5, 1)``) spans sharp and
   smooth breaks;
 - a share of non-monotone curves: a Gaussian bump in ln y over ln x (double-descent-like) added to any family;
@@ -39,13 +39,18 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 
-from bayescale.laws import Law, Scales, _bnsl, list_laws
-from bayescale.model import noise_dist, sigma_prior
+from bayescale.laws import Input, Law, Scales, bnsl_law, external_law, list_laws
+from bayescale.noise import noise_dist, sigma_prior
 
-__all__ = ["FAMILIES", "family_laws", "family_model", "normalize", "sample_prior", "MIN_CONTEXT", "SD_FLOOR"]
+__all__ = ["FAMILIES", "family_laws", "family_model", "normalize", "sample_batch", "sample_prior", "MIN_CONTEXT",
+           "SD_FLOOR"]
 
 MIN_CONTEXT = 3
+RUN_TABLE = external_law("pfn", "y ~ PFN(x)", (Input("x", "training data size, model size or compute"),),
+                         description="the runs a PFN reads: one log-scale input x, y > 0", min_points=MIN_CONTEXT)
 SD_FLOOR = 1e-3  # floor of the context sd of ln y (a flat context would otherwise divide by ~0)
 Z_CLIP = 30.0  # normalised targets are clipped to +-Z_CLIP for training only (prior tails far beyond any data)
 BUMP_SHARE = 0.15
@@ -56,7 +61,7 @@ PREFIX_SHARE = 0.7
 def family_laws() -> tuple[Law, ...]:
     """Registry laws with one log-scale input (in registry order), then the three-break BNSL."""
     laws = [law for law in list_laws() if len(law.inputs) == 1 and law.inputs[0].scale == "log"]
-    return tuple(laws) + (_bnsl(3),)
+    return tuple(laws) + (bnsl_law(3),)
 
 
 FAMILIES = tuple(law.name for law in family_laws())
@@ -114,9 +119,6 @@ def family_model(family: str):
     ``y`` (L,) whose context entries are observed (others are ignored). Records ``mu`` (L,) at every point, so
     NUTS on it gives the exact posterior predictive that a PFN trained on that prior approximates.
     """
-    import numpyro
-    import numpyro.distributions as dist
-
     laws = {law.name: law for law in family_laws()}
     if family not in laws:
         raise ValueError(f"unknown prior family {family!r}; choose from {list(laws)}")
@@ -191,7 +193,9 @@ def _split(key, t, valid, split: str):
 
 
 @partial(jax.jit, static_argnames=("batch", "n_points", "split", "families", "bump_share", "wide_noise_share"))
-def _sample(key, batch, n_points, split, families, bump_share, wide_noise_share):
+def sample_batch(key, batch, n_points, split, families, bump_share, wide_noise_share):
+    """:func:`sample_prior` without its argument checks, for use inside a jitted step: ``key`` a JAX PRNG key,
+    ``families`` a tuple of names from :func:`check_families`, the rest hashable (they are static)."""
     laws = [law for law in family_laws() if law.name in families]
     kg, ks, kf, kb, kn, kl = jax.random.split(key, 6)
     t, valid = _grid(kg, batch, n_points)
@@ -255,7 +259,7 @@ def sample_prior(seed, batch: int, n_points: int = 48, *, split: str = "mixed", 
         raise ValueError(f"split must be 'prefix', 'random' or 'mixed', got {split!r}")
     fams = check_families(families)
     key = jax.random.PRNGKey(seed) if isinstance(seed, (int, np.integer)) else seed
-    return _sample(key, int(batch), int(n_points), split, fams, float(bump_share), float(wide_noise_share))
+    return sample_batch(key, int(batch), int(n_points), split, fams, float(bump_share), float(wide_noise_share))
 
 
 def normalize(t, y, ctx, xp=jnp):

@@ -13,12 +13,12 @@ step) to ``DIR/train_state/pfn_<config>.ckpt.npz``. ``--resume`` continues from 
 ``--steps`` or after ``--max-minutes`` of this run's wall clock, whichever comes first (the learning-rate schedule is
 set by ``--steps``).
 At the end, the recalibration map of the best weights is fitted on fresh prior draws and added to their JSON
-(:mod:`bayescale.pfn.calibrate`; ``calibration_curves=0`` skips it).
+(:mod:`bayescale.pfn.calibrate`; ``calibration_curves=0`` skips it). The weights' file format:
+:mod:`bayescale.pfn.weights`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -29,15 +29,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from tqdm.auto import tqdm
 
-from bayescale.pfn.network import CONFIGS, PFN, PFNConfig, bar_logpdf, n_params
-from bayescale.pfn.prior import BUMP_SHARE, FAMILIES, WIDE_NOISE_SHARE, Z_CLIP, _sample, check_families, normalize
+from bayescale.config import cpu_model
+from bayescale.pfn.bar import BarDistribution
+from bayescale.pfn.calibrate import fit_recalibration
+from bayescale.pfn.network import CONFIGS, PFN, PFNConfig, n_params
+from bayescale.pfn.prior import (BUMP_SHARE, FAMILIES, WIDE_NOISE_SHARE, Z_CLIP, check_families, normalize,
+                                 sample_batch)
+from bayescale.pfn.weights import replace_arrays, save_weights, tree_arrays
 
-__all__ = ["compute_borders", "train", "save_weights", "validation_batches"]
+__all__ = ["compute_borders", "hardware", "nll", "train", "validation_batches"]
 
 BORDER_SEED = 987_654
 VAL_SEED = 10_000_000  # validation draws use seeds from here on; training uses fold_in(seed key, step)
-FORMAT = "bayescale-pfn/1"
 
 
 def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: int = BORDER_SEED,
@@ -47,7 +52,7 @@ def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: 
     zs = []
     per = min(2048, n_curves)
     for i in range(max(1, n_curves // per)):
-        d = _sample(jax.random.PRNGKey(seed + i), per, n_points, "mixed", families, bump_share, wide_noise_share)
+        d = sample_batch(jax.random.PRNGKey(seed + i), per, n_points, "mixed", families, bump_share, wide_noise_share)
         _, z, _ = normalize(d["t"], d["y"], d["ctx"])
         zs.append(np.clip(np.asarray(z)[np.asarray(d["target"])], -Z_CLIP, Z_CLIP))
     z = np.concatenate(zs)
@@ -60,8 +65,8 @@ def compute_borders(n_bins: int, n_points: int, *, n_curves: int = 32768, seed: 
 
 def validation_batches(n_points: int, n_batches: int = 4, batch: int = 256, split: str = "mixed", families=FAMILIES,
                        bump_share: float = BUMP_SHARE, wide_noise_share: float = WIDE_NOISE_SHARE):
-    return [_sample(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, families, bump_share, wide_noise_share)
-            for i in range(n_batches)]
+    return [sample_batch(jax.random.PRNGKey(VAL_SEED + i), batch, n_points, split, families, bump_share,
+                         wide_noise_share) for i in range(n_batches)]
 
 
 def _prep(d):
@@ -69,16 +74,17 @@ def _prep(d):
     return u, jnp.clip(z, -Z_CLIP, Z_CLIP), d["ctx"], d["target"]
 
 
-def _nll(model, borders, u, z, ctx, target):
+def nll(model, borders, u, z, ctx, target):
+    """Training loss: mean of ``-BarDistribution(borders).logpdf`` over the target points of a normalised batch."""
     logits = jax.vmap(model)(u, z, ctx)
-    lp = bar_logpdf(logits, borders, z.astype(jnp.float32))
+    lp = BarDistribution(borders).logpdf(jax.nn.log_softmax(logits, axis=-1), z.astype(jnp.float32))
     w = target.astype(jnp.float32)
     return -jnp.sum(lp * w) / jnp.maximum(jnp.sum(w), 1.0)
 
 
 @eqx.filter_jit
 def _eval(model, borders, u, z, ctx, target):
-    return _nll(model, borders, u, z, ctx, target), jnp.sum(target)
+    return nll(model, borders, u, z, ctx, target), jnp.sum(target)
 
 
 def _optimizer(cfg: PFNConfig, steps: int):
@@ -87,54 +93,12 @@ def _optimizer(cfg: PFNConfig, steps: int):
     return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(sched, weight_decay=cfg.weight_decay))
 
 
-def _arrays(tree):
-    return [np.asarray(x) for x in jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))]
-
-
-def _load_arrays(tree, arrays):
-    params, static = eqx.partition(tree, eqx.is_array)
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    if len(leaves) != len(arrays):
-        raise ValueError(f"expected {len(leaves)} arrays, found {len(arrays)}")
-    new = []
-    for i, (a, b) in enumerate(zip(leaves, arrays)):
-        if tuple(a.shape) != tuple(b.shape):
-            raise ValueError(f"array {i} has shape {tuple(b.shape)}, the config expects {tuple(a.shape)}")
-        new.append(jnp.asarray(b, dtype=a.dtype))
-    return eqx.combine(jax.tree_util.tree_unflatten(treedef, new), static)
-
-
-def sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def hardware() -> str:
-    from bayescale._config import cpu_model
-
+    """Where training runs, for the weights' JSON: the device (or CPU model) and the visible cores."""
     cpu = cpu_model()
     dev = jax.devices()[0]
     where = f"{dev.platform}: {getattr(dev, 'device_kind', '')}" if dev.platform != "cpu" else f"cpu: {cpu}"
     return f"{where}, {os.cpu_count()} logical cores visible"
-
-
-def save_weights(model, cfg: PFNConfig, borders, path_npz: Path, meta: dict) -> dict:
-    """Write weights (.npz, no pickle) and the config/metadata JSON beside it, with the .npz's sha256."""
-    path_npz = Path(path_npz)
-    path_npz.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {f"p{i:03d}": a.astype(np.float32) for i, a in enumerate(_arrays(model))}
-    arrays["borders"] = np.asarray(borders, np.float64)
-    tmp = path_npz.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path_npz)
-    info = {"format": FORMAT, "config": cfg.to_dict(), "weights": path_npz.name, "sha256": sha256(path_npz),
-            "n_params": n_params(model), "families": list(FAMILIES), "dtype": "float32 network, float64 prior",
-            **meta}
-    path_npz.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n")
-    return info
 
 
 def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_minutes: float | None = None,
@@ -189,8 +153,8 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
             n_m = meta["n_model"]
             arrs = [ck[f"a{i:04d}"] for i in range(meta["n_arrays"])]
             borders = ck["borders"]
-        model = _load_arrays(model, arrs[:n_m])
-        opt_state = _load_arrays(opt_state, arrs[n_m:])
+        model = replace_arrays(model, arrs[:n_m])
+        opt_state = replace_arrays(opt_state, arrs[n_m:])
         start, elapsed, best, history = meta["step"], meta["elapsed"], meta["best"], meta["history"]
         log(f"resumed from {ckpt_path} at step {start} (best validation NLL {best:.4f})")
     else:
@@ -203,22 +167,22 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
 
     @eqx.filter_jit
     def step_fn(model, opt_state, k):
-        d = _sample(k, cfg.batch, cfg.n_points, "mixed", fams, bump_share, wide_noise_share)
+        d = sample_batch(k, cfg.batch, cfg.n_points, "mixed", fams, bump_share, wide_noise_share)
         u, z, ctx, target = _prep(d)
-        loss, grads = eqx.filter_value_and_grad(_nll)(model, b32, u, z, ctx, target)
+        loss, grads = eqx.filter_value_and_grad(nll)(model, b32, u, z, ctx, target)
         updates, opt_state = opt.update(grads, opt_state, eqx.filter(model, eqx.is_array))
         return eqx.apply_updates(model, updates), opt_state, loss
 
     def validate(model):
         tot, cnt = 0.0, 0.0
         for u, z, ctx, target in val:
-            nll, n = _eval(model, b32, u, z, ctx, target)
-            tot, cnt = tot + float(nll) * float(n), cnt + float(n)
+            loss, n = _eval(model, b32, u, z, ctx, target)
+            tot, cnt = tot + float(loss) * float(n), cnt + float(n)
         return tot / cnt
 
     def checkpoint(step):
-        arrs = _arrays(model) + _arrays(opt_state)
-        meta = {"config": cfg.to_dict(), "n_model": len(_arrays(model)), "n_arrays": len(arrs), "step": step,
+        arrs = tree_arrays(model) + tree_arrays(opt_state)
+        meta = {"config": cfg.to_dict(), "n_model": len(tree_arrays(model)), "n_arrays": len(arrs), "step": step,
                 "elapsed": elapsed, "best": best, "history": history, "total": total, "seed": seed, "prior": prior}
         tmp = ckpt_path.with_suffix(".tmp.npz")
         np.savez(tmp, meta=np.array(json.dumps(meta)), borders=np.asarray(borders),
@@ -227,8 +191,6 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=total, initial=start, desc=f"PFN {name}", unit="step", mininterval=5.0)
     t_run = time.time()  # --max-minutes counts this invocation's wall clock, not time before a resume
     t0, info, step, ema = t_run - elapsed, None, start, None
@@ -271,8 +233,6 @@ def train(config: str | PFNConfig = "small", *, steps: int | None = None, max_mi
     if bar is not None:
         bar.close()
     if best_path.exists() and calibration_curves > 0:
-        from bayescale.pfn.calibrate import fit_recalibration
-
         fit_recalibration(best_path, n_curves=calibration_curves, families=fams, log=log)
         info = None
     if info is None and best_path.exists():

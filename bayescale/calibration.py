@@ -1,19 +1,17 @@
-"""Extrapolation discrepancy: the error a law makes beyond its data, calibrated on the user's own runs.
+"""Calibration of the extrapolation error: the error a law makes beyond its data, from the user's own runs.
 
 A fitted law is exact only if the curve belongs to the family; real curves bend away from it, and the further a
 prediction reaches beyond the runs, the more that matters. NUTS alone cannot see this (inside the data the misfit
 is absorbed by the parameters and the noise scale), so bands beyond the data come out too narrow on real curves
 (``benchmarks/RESULTS.md``, extrapolation section). bayescale models the misfit as a multiplicative error on the
-law's mean curve::
-
-    mu'(x) = mu(x) * exp(delta),    delta ~ Normal(0, (tau * b(x))^2)
-
-with ``b`` the distance beyond the fitted runs in decades (:func:`bayescale.runs.distance_beyond`; 0 inside the
-data) and ``tau`` in ln-units per decade. ``tau`` is estimated by leave-future-out on the fitted runs themselves
+law's mean curve, ``mu'(x) = mu(x) exp(delta)``, ``delta ~ Normal(0, (tau b(x))^2)``, with ``b`` the distance
+beyond the fitted runs in decades and ``tau`` in ln-units per decade; :mod:`bayescale.posterior` applies it. ``tau`` is estimated by leave-future-out on the fitted runs themselves
 (never on the points to predict): refit without the largest ``holdout`` share of the runs, predict those, and
 maximise the likelihood of their log errors ``r_i ~ Normal(0, s_i^2 + tau^2 b_i^2)``, where ``s_i`` is the
 refit's own predictive sd of ``ln y``. :func:`calibrate_many` pools the held-out errors of many curves into one
-``tau`` (one domain), which is steadier than one curve's estimate.
+``tau`` (one domain), which is steadier than one curve's estimate. Refits go through a ``refit`` callable
+(``refit(fit, runs, seed) -> fit``, default the fit's own :meth:`~bayescale.Fit.refit`), as ArviZ's
+``SamplingWrapper`` does for LOO/LFO refits, so this module never imports the fitting code.
 
 *Local fits* (:meth:`bayescale.Fit.localize`) read the same error the other way round: a run ``d`` decades away
 from the points to predict (:func:`distance_from`) tells about them only up to ``tau * d``, so each run gets that
@@ -31,10 +29,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 
-from bayescale.errors import RunTableError
+from bayescale.errors import BayescaleError, RunTableError
 from bayescale.runs import distance_beyond, scales_for
 
-__all__ = ["Calibration", "calibrate", "calibrate_many", "estimate_tau", "distance_from"]
+__all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors", "localize"]
 
 
 @dataclass
@@ -66,40 +64,41 @@ def estimate_tau(r, s, b) -> float:
     return float(np.exp(res.x)) if res.fun < at_zero else 0.0
 
 
-def _size(fit, frame: pd.DataFrame) -> np.ndarray:
+def default_refit(fit, runs: pd.DataFrame, seed: int):
+    """``fit.refit(runs, seed=seed)``: the same law, noise model and sampler settings on other runs."""
+    return fit.refit(runs, seed=seed)
+
+
+def _size(law, frame: pd.DataFrame) -> np.ndarray:
     """Ordering of runs by size: the sum of the log-scale inputs (linear inputs as they are)."""
     tot = np.zeros(len(frame))
-    for inp in fit.law.inputs:
+    for inp in law.inputs:
         v = frame[inp.name].to_numpy(float)
         tot += np.log(v) if inp.scale == "log" else v
     return tot
 
 
-def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit_kw: dict):
-    from bayescale.fit import fit as fit_law
-
+def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit):
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be a share in (0, 1), got {holdout}")
     if toward not in ("max", "min"):
         raise ValueError(f"toward must be 'max' (extrapolating to larger runs) or 'min', got {toward!r}")
+    law = fit.law
     runs = fit.runs.reset_index(drop=True)
-    size = _size(fit, runs)
+    size = _size(law, runs)
     order = np.argsort(size if toward == "max" else -size, kind="stable")
     n_out = max(1, int(round(holdout * len(runs))))
     keep = np.zeros(len(runs), bool)
     keep[order[:len(runs) - n_out]] = True
     kept = runs[keep]
-    n_distinct = len(kept.drop_duplicates(subset=list(fit.law.input_names)))
-    if n_distinct < fit.law.needs_points:
+    n_distinct = len(kept.drop_duplicates(subset=list(law.input_names)))
+    if n_distinct < law.needs_points:
         raise RunTableError(
             f"calibrating the extrapolation error holds out the largest {n_out} of {len(runs)} runs, leaving "
-            f"{n_distinct} distinct points; law {fit.law.name!r} needs {fit.law.needs_points}. Use a smaller holdout or add runs.")
-    kw = fit._refit_kwargs(refit_kw)
-    sub = fit_law(kept, fit.law, y="y", inputs={n: n for n in fit.law.input_names},
-                  se="se" if "se" in kept else None, likelihood=fit.likelihood, df=fit.df,
-                  seed=fit.seed + 7919 if seed is None else seed, **kw)
+            f"{n_distinct} distinct points; law {law.name!r} needs {law.needs_points}. Use a smaller holdout or add runs.")
+    sub = (refit or default_refit)(fit, kept, fit.seed + 7919 if seed is None else seed)
     out = runs[~keep]
-    at = {n: out[n].to_numpy(float) for n in fit.law.input_names}
+    at = {n: out[n].to_numpy(float) for n in law.input_names}
     frame, _, obs = sub.predictive_draws(at, seed=seed, discrepancy=0.0)
     y = out["y"].to_numpy(float)
     if (y <= 0).any() or (obs <= 0).any():
@@ -107,26 +106,45 @@ def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit_kw
                             "(use the default lognormal likelihood)")
     lo = np.log(obs)
     table = pd.DataFrame({**at, "y": y, "median": np.exp(np.median(lo, axis=0)), "r": np.log(y) - lo.mean(axis=0),
-                          "s": lo.std(axis=0), "beyond": distance_beyond(fit.law, frame, sub.scales)})
+                          "s": lo.std(axis=0), "beyond": distance_beyond(law, frame, sub.scales)})
     return table, sub
 
 
-def calibrate(fit, holdout: float = 0.25, toward: str = "max", seed: int | None = None, **refit_kw) -> Calibration:
+def calibrate(fit, holdout: float = 0.25, toward: str = "max", seed: int | None = None, refit=None) -> Calibration:
     """Estimate ``tau`` for one fit by leave-future-out on its runs; the fit itself is not changed.
 
-    ``holdout``: share of the runs (the largest, or with ``toward="min"`` the smallest by their inputs) to refit
-    without; extra keywords go to the refit (e.g. fewer ``samples``). Use ``fit.with_discrepancy(cal.tau)``.
+    Parameters
+    ----------
+    fit : Fit
+        The fit whose runs are split.
+    holdout : float
+        Share of the runs (the largest, or with ``toward="min"`` the smallest by their inputs) to refit without.
+    toward : {"max", "min"}
+        Direction of the extrapolation.
+    seed : int, optional
+        Seed of the refit and of its predictive draws.
+    refit : callable, optional
+        ``refit(fit, runs, seed) -> fit``: ``fit``'s model refitted to other runs (law input columns, ``y``,
+        optional ``se``); default :func:`default_refit`.
+
+    Returns
+    -------
+    Calibration
+        ``tau`` and the held-out errors; use ``fit.with_discrepancy(cal.tau)``.
     """
-    table, sub = _heldout_errors(fit, holdout, toward, seed, refit_kw)
+    table, sub = _heldout_errors(fit, holdout, toward, seed, refit)
     return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, {fit.group: sub})
 
 
 def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int | None = None,
-                   **refit_kw) -> Calibration:
-    """One ``tau`` for many curves (e.g. a :class:`bayescale.FitMany` of one domain): their held-out errors pooled."""
+                   refit=None) -> Calibration:
+    """One ``tau`` for many curves (e.g. a :class:`bayescale.FitMany` of one domain): their held-out errors pooled.
+
+    ``refit`` as for :func:`calibrate`, called with each fit in turn.
+    """
     tables, subs = [], {}
     for g, f in dict(fits).items():
-        t, sub = _heldout_errors(f, holdout, toward, seed, refit_kw)
+        t, sub = _heldout_errors(f, holdout, toward, seed, refit)
         tables.append(t.assign(group=g))
         subs[g] = sub
     if not tables:
@@ -142,13 +160,36 @@ def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray
     return distance_beyond(law, frame, scales_for(law, targets.assign(y=1.0)))
 
 
-def discrepancy_draws(law, frame, scales, tau: float, n_draws: int, key) -> np.ndarray:
-    """Draws (S, points) of ``exp(delta)``, ``delta ~ Normal(0, (tau * beyond)^2)``; ones when ``tau`` is 0."""
-    if tau < 0 or not np.isfinite(tau):
-        raise ValueError(f"discrepancy tau must be a finite number >= 0 (ln-units per decade), got {tau}")
-    b = distance_beyond(law, frame, scales)
-    if tau == 0 or not (b > 0).any():
-        return np.ones((n_draws, len(frame)))
-    z = np.random.default_rng(np.asarray(key).astype(np.uint32).tolist()).standard_normal((n_draws, len(frame)))
-    return np.exp(tau * b[None, :] * z)
+def localize(fit, targets: pd.DataFrame, tau: float, seed: int | None = None, recalibrate: bool = False,
+             refit=None):
+    """``fit``'s law refitted as a local approximation around ``targets`` (law input columns).
 
+    Each run gets an extra error ``tau * d`` (ln units, in quadrature with its noise; ``d`` from
+    :func:`distance_from`), so runs far from the targets count little. The result predicts beyond its runs with
+    ``fit``'s extrapolation error; with ``recalibrate`` that error becomes the larger of it and the local fit's own
+    (:func:`calibrate` on the local fit). ``refit`` as for :func:`calibrate`.
+    """
+    runs = fit.runs.reset_index(drop=True)
+    y = runs["y"].to_numpy(float)
+    extra = float(tau) * distance_from(fit.law, runs, targets) * np.abs(y)  # ln units -> y units (se / y)
+    old = runs["se"].to_numpy(float) if "se" in runs else np.zeros(len(runs))
+    new = (refit or default_refit)(fit, runs.assign(se=np.sqrt(old**2 + extra**2)), fit.seed if seed is None else seed)
+    new = new.with_discrepancy(fit.discrepancy)
+    new.local = {"targets": targets[list(fit.law.input_names)].reset_index(drop=True), "tau": float(tau)}
+    if recalibrate:
+        cal = calibrate(new, seed=seed, refit=refit)
+        new = new.with_discrepancy(max(cal.tau, fit.discrepancy))
+        new.calibration = cal
+    return new
+
+
+def local_errors(model_fits, law, frame: pd.DataFrame):
+    """Extra error (ln units) of each point of ``frame`` under local fits (:func:`localize`): tau x its distance
+    from their targets; None when no fit is local. All fits must be localized alike."""
+    loc = [getattr(f, "local", None) for f in model_fits]
+    if not any(loc):
+        return None
+    if not all(loc) or len({(l_["tau"], l_["targets"].to_json()) for l_ in loc}) > 1:
+        raise BayescaleError("the model average mixes local and global fits (or fits localized differently): "
+                             "localize every family to the same target and tau")
+    return loc[0]["tau"] * distance_from(law, frame, loc[0]["targets"])

@@ -5,7 +5,7 @@ import pytest
 from conftest import FAST, chinchilla_truth
 
 import bayescale as bs
-from bayescale.discrepancy import estimate_tau
+from bayescale.calibration import estimate_tau
 
 
 def _simulate(tau, n, seed):
@@ -97,7 +97,7 @@ def test_localize_counts_far_runs_less(tmp_path):
     than the global fit's and still covers the true curve."""
     import pandas as pd
 
-    from bayescale.discrepancy import distance_from
+    from bayescale.calibration import distance_from
 
     rng = np.random.default_rng(0)
     N, D = (a.ravel() for a in np.meshgrid(np.geomspace(1e7, 1e9, 6), np.geomspace(1e9, 1e11, 5)))

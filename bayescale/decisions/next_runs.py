@@ -12,27 +12,70 @@ y is simulated from the posterior predictive, the posterior draws are reweighted
 sampling: no refit), and the target's variance under those weights is averaged over ``n_outcomes`` simulated
 outcomes: E_y[Var(target | data, y)]. Batches are chosen greedily: each chosen run's fantasised outcome stays in
 its simulated world while the next run is scored. The effective sample size of the weights is reported; when it
-is small the variance estimate is noisy (more draws help: ``max_draws``).
+is small the variance estimate is noisy (more draws help: ``max_draws``). How the search runs (outcomes, draws,
+the cost exponent, a goal accuracy, a planning horizon) is a :class:`SearchOptions`.
 
 ``method="pfn"`` (one-input run tables, when :mod:`bayescale.pfn` is available) fantasises with the PFN instead:
-the candidate with a sampled outcome joins the context and the PFN predicts the target again.
+the candidate with a sampled outcome joins the context and the PFN predicts the target again. Its run table has
+no law of its own: :data:`bayescale.pfn.prior.RUN_TABLE` describes its one input, against which candidates, costs
+and targets are read.
 """
 
 from __future__ import annotations
 
 import itertools
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from bayescale.allocation import PosteriorDraws, compute_optimal, posterior_draws
+from bayescale import calibration, pfn
+from bayescale.compare import ModelAverage
+from bayescale.decisions.allocation import compute_optimal
 from bayescale.errors import BayescaleError
+from bayescale.fit import Fit, fit
 from bayescale.laws import get_law
+from bayescale.pfn.prior import RUN_TABLE
+from bayescale.posterior import PosteriorDraws, posterior_draws
+from bayescale.runs import default_cost, outside, query_points, read_runs, transform_inputs
 
-__all__ = ["next_runs", "parse_target", "candidate_grid"]
+__all__ = ["SearchOptions", "candidate_grid", "next_runs", "parse_target"]
 
 ESS_WARN = 20.0
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How :func:`next_runs` searches.
+
+    ``n_outcomes``: simulated outcomes per candidate (>= 2; the PFN route uses a quarter, at least 4).
+    ``max_draws``: posterior draws reweighted (None: all). ``cost_power``: the score divides by cost**cost_power
+    (1: per unit cost; 0: ignore cost; lowering it as a budget is spent is "cost cooling"). ``target_sd`` (goal
+    mode, NUTS route): the accuracy you need, as the posterior sd of the log target (0.01 ~ +-1%). ``horizon``
+    (NUTS route): the compute you expect to spend on pilot runs from here on (whole plans are compared).
+    """
+
+    n_outcomes: int = 32
+    max_draws: int | None = 1000
+    cost_power: float = 1.0
+    target_sd: float | None = None
+    horizon: float | None = None
+
+    def __post_init__(self):
+        if not self.n_outcomes >= 2:
+            raise BayescaleError("n_outcomes must be >= 2 (simulated outcomes per candidate)")
+        if self.max_draws is not None and not self.max_draws >= 1:
+            raise BayescaleError(f"max_draws must be None (all draws) or >= 1, got {self.max_draws!r}")
+        if not (np.isfinite(self.cost_power) and self.cost_power >= 0):
+            raise BayescaleError(f"cost_power must be a number >= 0 (1: per unit cost, 0: ignore cost), got "
+                                 f"{self.cost_power!r}")
+        if self.target_sd is not None and not (np.isfinite(self.target_sd) and self.target_sd > 0):
+            raise BayescaleError(f"target_sd must be a positive number (posterior sd of the log target), got "
+                                 f"{self.target_sd!r}")
+        if self.horizon is not None and not (np.isfinite(self.horizon) and self.horizon > 0):
+            raise BayescaleError(f"horizon must be a positive number (compute you expect to spend on pilot runs), "
+                                 f"got {self.horizon!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -84,7 +127,7 @@ def _costs(law, frame: pd.DataFrame, cost) -> np.ndarray:
         if "cost" in frame.columns:
             c = pd.to_numeric(frame["cost"], errors="coerce").to_numpy(float)
         elif set(names) == {"N", "D"}:
-            c = 6.0 * frame["N"].to_numpy(float) * frame["D"].to_numpy(float)
+            c = default_cost(frame["N"], frame["D"])
         elif len(names) == 1:
             c = frame[names[0]].to_numpy(float)
         else:
@@ -100,12 +143,22 @@ def _costs(law, frame: pd.DataFrame, cost) -> np.ndarray:
 def parse_target(target, law, columns: dict | None = None):
     """Normalise a target to ``("points", DataFrame)`` or ``("compute_optimal", budget)``.
 
-    Accepted: a dict of input values (one point or several: a curve), a DataFrame of points, a string
-    ``"N=7e10,D=1.4e12"`` (';' separates several values), ``{"compute_optimal": 1e24}`` or
-    ``"compute_optimal=1e24"``.
-    """
-    from bayescale.runs import query_points
+    Parameters
+    ----------
+    target : dict, DataFrame or str
+        A dict of input values (one point or several: a curve), a DataFrame of points, a string
+        ``"N=7e10,D=1.4e12"`` (';' separates several values), ``{"compute_optimal": 1e24}`` or
+        ``"compute_optimal=1e24"``.
+    law : Law or str
+        The law (or its name) whose inputs the target gives.
+    columns : dict, optional
+        The fitted column names of the inputs (input name -> column), accepted as keys of the target.
 
+    Returns
+    -------
+    tuple
+        ``("points", DataFrame)`` (one column per input) or ``("compute_optimal", budget)``.
+    """
     law = get_law(law)
     if target is None:
         raise BayescaleError("give a target: the loss at a point ({'N': 7e10, 'D': 1.4e12}), several points (a curve), "
@@ -159,17 +212,15 @@ def _weighted_var(logw: np.ndarray, T: np.ndarray):
 
 
 class _Extrapolation:
-    """The extrapolation error of a calibrated fit (:mod:`bayescale.discrepancy`): the target's log mean carries an
-    extra variance tau^2 b^2, b = its distance beyond the fitted runs in decades (max over inputs), which no outcome
-    narrows, but a run that extends the runs' range toward the target shortens b. ``gain(lo, hi)`` is that
-    reduction for every candidate (C,), ``var(lo, hi)`` the term now."""
+    """The extrapolation error of a calibrated fit (:mod:`bayescale.calibration`): the target's log mean carries an
+    extra variance tau^2 b^2, b = its distance beyond the fitted runs (:func:`bayescale.runs.outside`, max over
+    inputs), which no outcome narrows, but a run that extends the runs' range toward the target shortens b.
+    ``gain(lo, hi)`` is that reduction for every candidate (C,), ``var(lo, hi)`` the term now."""
 
     def __init__(self, law, tau2: float, scales, cand: pd.DataFrame, targets: pd.DataFrame):
-        from bayescale.runs import transform_inputs
-
         names = law.input_names
         self.tau2 = float(tau2)
-        self.div = np.array([np.log(10.0) if i.scale == "log" else 1.0 for i in law.inputs])
+        self.scale = [i.scale for i in law.inputs]
         tc = transform_inputs(law, {n: cand[n] for n in names}, scales.center)
         tq = transform_inputs(law, {n: targets[n] for n in names}, scales.center)
         self.tc = np.stack([np.asarray(tc[n], float) for n in names], axis=-1)        # (C, I)
@@ -178,8 +229,8 @@ class _Extrapolation:
         self.hi = np.array([float(scales.hi[n]) for n in names])
 
     def _b2(self, lo, hi):  # lo/hi (..., I) -> squared distance of every target (..., Q)
-        over = np.maximum(self.tq - hi[..., None, :], 0) + np.maximum(lo[..., None, :] - self.tq, 0)
-        return np.max(over / self.div, axis=-1) ** 2
+        d = [outside(self.tq[:, i], lo[..., None, i], hi[..., None, i], sc) for i, sc in enumerate(self.scale)]
+        return np.max(np.stack(d, axis=-1), axis=-1) ** 2
 
     def var(self, lo, hi) -> float:
         return self.tau2 * float(self._b2(lo, hi).mean())
@@ -192,10 +243,10 @@ class _Extrapolation:
         return np.minimum(lo, self.tc[c]), np.maximum(hi, self.tc[c])
 
 
-def _greedy(draws, mu, T, costs, steps, budget, J, seed, cost_power, target_sd=None, first_pick=None, plan=False,
+def _greedy(draws, mu, T, costs, steps, budget, search: SearchOptions, seed, first_pick=None, plan=False,
             extrap: _Extrapolation | None = None, extra=None):
     """Greedy picks on fantasised outcomes: ``steps`` runs within ``budget``, each the best by expected variance
-    reduction per cost**cost_power (``first_pick`` forces the first). Returns the picks, their expected
+    reduction per cost**cost_power (``first_pick`` forces the first; goal mode with ``search.target_sd``). Returns the picks, their expected
     incremental reductions (their sum is the plan's expected reduction), the ESS of each pick's weights and the
     first step's table (every candidate's expected variance after, its Monte Carlo error and ESS). A ``plan``
     stops when no candidate's expected reduction exceeds its Monte Carlo error. With ``extrap`` the variance
@@ -203,6 +254,7 @@ def _greedy(draws, mu, T, costs, steps, budget, J, seed, cost_power, target_sd=N
     rng = np.random.default_rng(seed)
     if extrap is not None:
         lo, hi = extrap.lo, extrap.hi
+    J, cost_power, target_sd = int(search.n_outcomes), float(search.cost_power), search.target_sd
     S = T.shape[0]
     logw = np.zeros((J, S))                                         # each simulated world's weights
     chosen, gains, ess_rows = [], [], []
@@ -213,8 +265,8 @@ def _greedy(draws, mu, T, costs, steps, budget, J, seed, cost_power, target_sd=N
         w = np.exp(logw - logw.max(axis=1, keepdims=True))
         w /= w.sum(axis=1, keepdims=True)
         src = np.array([rng.choice(S, p=w[j]) for j in range(J)])   # (J,)
-        y = draws.sample_draws(src, mu[src], rng, extra)            # (J, C): draw src[j]'s run at every candidate
-        ll = np.stack([draws.logpdf(y[j][None, :], mu, extra) for j in range(J)])  # (J, S, C)
+        y = draws.observe(mu[src], rng, idx=src, extra=extra)       # (J, C): draw src[j]'s run at every candidate
+        ll = np.stack([draws.logpdf(y[j][None, :], mu, extra=extra) for j in range(J)])  # (J, S, C)
         lw_new = logw[:, None, :] + np.moveaxis(ll, 2, 1)           # (J, C, S)
         var, ess = _weighted_var(lw_new, T)                         # (J, C)
         cur, _ = _weighted_var(logw, T)                             # (J,)
@@ -266,14 +318,13 @@ def _shortlist(gain, se, costs, within):
     return sorted({int(idx[dec == d][np.argmax(val[dec == d])]) for d in np.unique(dec)})
 
 
-def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=None, cost_power=1.0, horizon=None,
-                extrap=None, extra=None):
+def _score_nuts(draws, cand, T, costs, k, budget, search: SearchOptions, seed, extrap=None, extra=None):
     T = T - T.mean(axis=0)
     mu = draws.mean(cand)                                           # (S, C)
     var0 = float(T.var(axis=0).mean()) + (0.0 if extrap is None else extrap.var(extrap.lo, extrap.hi))
-    chosen, gains, ess_rows, first = _greedy(draws, mu, T, costs, k, budget, n_outcomes, seed, cost_power, target_sd,
-                                             extrap=extrap, extra=extra)
+    chosen, gains, ess_rows, first = _greedy(draws, mu, T, costs, k, budget, search, seed, extrap=extrap, extra=extra)
     plans = None
+    horizon = search.horizon
     if horizon is not None:
         # non-myopic: plans that spend the horizon, each starting from one shortlisted run and going on greedily per
         # unit cost; the plan that narrows the target most wins and its first k runs are the batch
@@ -281,15 +332,14 @@ def _score_nuts(draws, cand, T, costs, k, budget, n_outcomes, seed, target_sd=No
         steps = max(int(k), PLAN_STEPS)
         plans = []
         for f0 in [None, *_shortlist(first["gain"], first["gain_se"], costs, costs <= cap)]:
-            c_, g_, e_, _ = _greedy(draws, mu, T, costs, steps, cap, n_outcomes, seed, cost_power, target_sd, f0, True,
-                                    extrap, extra)
+            c_, g_, e_, _ = _greedy(draws, mu, T, costs, steps, cap, search, seed, f0, True, extrap, extra)
             if c_ and all(c_ != p_["runs"] for p_ in plans):
                 plans.append({"first": c_[0], "runs": c_, "gains": g_, "ess": e_, "reduction": float(sum(g_)),
                               "cost": float(costs[c_].sum())})
         if plans:
             best = max(plans, key=lambda p: (p["reduction"], -p["cost"]))
             chosen, gains, ess_rows = best["runs"][:k], best["gains"][:k], best["ess"][:k]
-    pred_sd = np.log(np.maximum(draws.sample(cand, np.random.default_rng(seed), mu=mu), 1e-300)).std(axis=0)
+    pred_sd = np.log(np.maximum(draws.observe(mu, np.random.default_rng(seed)), 1e-300)).std(axis=0)
     return var0, first, chosen, gains, ess_rows, pred_sd, plans
 
 
@@ -297,8 +347,6 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
     """The PFN route: a candidate's outcome is sampled from the PFN's predictive and added to the context; the
     target's variance (log scale) is read off the PFN's predictive quantiles (no sampling noise), averaged over the
     simulated outcomes. The PFN's update is not an exact Bayesian one, so a "reduction" can come out negative."""
-    from bayescale import pfn
-
     qs = np.linspace(0.005, 0.995, 100)
     rng = np.random.default_rng(seed)
 
@@ -350,19 +398,8 @@ def _score_pfn(runs, x_col, y_col, cand_x, target_x, costs, k, budget, n_outcome
 # --------------------------------------------------------------------------------------------------
 
 
-def _local_error(model, law, cand: pd.DataFrame):
-    """A local fit's (``Fit.localize``) extra error of each candidate: tau x its distance from the target, or None."""
-    from bayescale.compare import ModelAverage
-    from bayescale.discrepancy import distance_from
-
-    fits = list(model.fits.values()) if isinstance(model, ModelAverage) else [model]
-    loc = [getattr(f, "local", None) for f in fits]
-    if not any(loc):
-        return None
-    if not all(loc) or len({(l_["tau"], l_["targets"].to_json()) for l_ in loc}) > 1:
-        raise BayescaleError("the model average mixes local and global fits (or fits localized differently): "
-                             "localize every family to the same target and tau")
-    return loc[0]["tau"] * distance_from(law, cand, loc[0]["targets"])
+def _fits_of(model) -> list:
+    return list(model.fits.values()) if isinstance(model, ModelAverage) else [model]
 
 
 def _run_error(run_error, cand: pd.DataFrame):
@@ -384,96 +421,96 @@ def _run_error(run_error, cand: pd.DataFrame):
     return np.broadcast_to(e, (len(cand),)).copy()
 
 
-def _extrapolation(model, law, cand, kind, spec, draws) -> _Extrapolation | None:
-    """The fit's calibrated extrapolation error (``Fit.calibrate``; for a model average the weighted mean of the
-    families' tau^2), or None when it has none."""
-    from bayescale.compare import ModelAverage
-
-    if isinstance(model, ModelAverage):
-        fits = [(model.weights[n], f) for n, f in model.fits.items() if model.weights[n] > 0]
-        tot = sum(w for w, _ in fits)
-        tau2 = sum(w * f.discrepancy**2 for w, f in fits) / tot
-        scales = fits[0][1].scales
-    elif hasattr(model, "discrepancy") and hasattr(model, "scales"):
-        tau2, scales = float(model.discrepancy) ** 2, model.scales
-    else:
-        return None
+def _extrapolation(law, cand, kind, spec, draws: PosteriorDraws) -> _Extrapolation | None:
+    """The draws' extrapolation error (for a mixture the draw-weighted mean of the families' tau^2), or None when
+    it is 0. ``draws`` themselves must then be error-free: this term replaces the error's draws."""
+    tau2 = sum(c.size * c.tau**2 for c in draws.components) / draws.size
     if tau2 <= 0:
         return None
+    base = draws.without_error()
     if kind == "compute_optimal":   # the allocation the posterior expects at that budget
-        opt = compute_optimal(draws, [spec], keep_draws=True)
+        opt = compute_optimal(base, [spec], keep_draws=True)
         targets = pd.DataFrame({"N": [float(np.median(opt["N_opt_draws"].values))],
                                 "D": [float(np.median(opt["D_opt_draws"].values))]})
     else:
         targets = spec
-    return _Extrapolation(law, tau2, scales, cand, targets)
+    return _Extrapolation(law, tau2, draws.components[0].scales, cand, targets)
 
 
-def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = None, k: int = 1, cost=None,
-              seed: int = 0, n_outcomes: int = 32, max_draws: int | None = 1000, method: str = "nuts", law=None,
-              target_sd: float | None = None, cost_power: float = 1.0, horizon: float | None = None,
-              run_error=None, x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
+def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float | None = None, cost=None,
+              run_error=None, search: SearchOptions = SearchOptions(), seed: int = 0, method: str = "nuts",
+              law=None, x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
     """Rank candidate runs by expected reduction of the target's variance per unit cost; pick a batch of ``k``.
 
-    ``fit_or_runs``: a :class:`~bayescale.Fit`, :class:`~bayescale.ModelAverage`, or a run table (then ``law=``
-    and ``x=``/``inputs=`` are needed and it is fitted with ``fit_kwargs``; with ``method="pfn"`` the table's
-    one-input curve is the PFN's context). ``candidates``: a DataFrame with the law's input columns (the fitted
-    column names or the law's input names) and optionally a ``cost`` column, or a dict of value lists (every
-    combination). ``cost``: None (the ``cost`` column, else 6ND for laws in N and D, x for one-input laws), a
-    column name, or a function of the inputs. ``budget``: the most the batch may cost in total.
-    ``target``: see :func:`parse_target`. ``cost_power``: the score divides by cost**cost_power (1: per unit
-    cost, the default; 0: ignore cost; lowering it as a budget is spent is "cost cooling"). ``target_sd`` (goal mode, NUTS route): the accuracy you need, as the
-    posterior sd of the log target (0.01 ~ +-1%); each pick is then the cheapest candidate expected to bring the
-    target's sd there (expected variance plus one Monte Carlo error), and the best per unit cost when none does.
-    ``horizon`` (NUTS route): the compute you expect to spend on pilot runs from here on. Per unit cost alone is
-    myopic (the cheapest runs keep the best ratio after what they can tell has saturated); with a horizon, whole
-    plans are compared instead: each shortlisted run (the most informative one per decade of cost) followed by greedy
-    per-cost picks until the horizon is spent, plus the plain greedy plan, all on the same fantasised outcomes; the
-    batch is the first ``k`` runs of the plan expected to narrow the target most (cost-benefit greedy with partial
-    enumeration, Krause & Guestrin 2005). Plans are at most 12 runs long.
-    ``run_error``: an extra error of each candidate's outcome as the fit will see it (ln units, in quadrature with
-    the noise): a number, one value per candidate or a candidates' column name; for a local fit
-    (:meth:`~bayescale.Fit.localize`) it defaults to tau x the candidate's distance in decades from the target.
-    A fit with a calibrated extrapolation error (``fit.calibrate()``, tau per decade beyond the runs) adds it to the
-    target's variance, tau^2 b^2 with b the target's distance beyond the runs in decades, as its bands do; a run
+    Parameters
+    ----------
+    fit_or_runs : Fit, ModelAverage, PosteriorDraws or run table
+        What is known. A run table is fitted with ``law=``, ``x=``/``inputs=``, ``y=`` and ``fit_kwargs``; with
+        ``method="pfn"`` its one-input curve (``x=``, ``y=`` columns) is the PFN's context.
+    candidates : DataFrame or dict
+        Runs you could train: the inputs' columns (the fitted column names or the law's input names) and
+        optionally a ``cost`` column, or a dict of value lists (every combination, :func:`candidate_grid`).
+    target : dict, DataFrame or str
+        What to learn, see :func:`parse_target`.
+    k : int
+        Runs to choose (a greedy batch).
+    budget : float, optional
+        The most the batch may cost in total.
+    cost : None, str or callable
+        None (the ``cost`` column, else :func:`~bayescale.decisions.allocation.default_cost` for laws in N and D,
+        x for one-input laws), a column name, or a function of the inputs.
+    run_error : float, array or str, optional
+        An extra error of each candidate's outcome as the fit will see it (ln units, in quadrature with the
+        noise): a number, one value per candidate or a candidates' column name; for a local fit
+        (:meth:`~bayescale.Fit.localize`) it defaults to tau x the candidate's distance in decades from the target.
+    search : SearchOptions
+        How the search runs: simulated outcomes, posterior draws, ``cost_power``, goal mode (``target_sd``: each
+        pick is the cheapest candidate expected to bring the target's sd there, expected variance plus one Monte
+        Carlo error, and the best per unit cost when none does) and ``horizon``. Per unit cost alone is myopic
+        (the cheapest runs keep the best ratio after what they can tell has saturated); with a horizon, whole
+        plans are compared instead: each shortlisted run (the most informative one per decade of cost) followed
+        by greedy per-cost picks until the horizon is spent, plus the plain greedy plan, all on the same
+        fantasised outcomes; the batch is the first ``k`` runs of the plan expected to narrow the target most
+        (cost-benefit greedy with partial enumeration, Krause & Guestrin 2005). Plans are at most 12 runs long.
+    seed : int
+        Seeds the posterior draws, the fantasised outcomes and (for a run table) the fit.
+    method : {"nuts", "pfn"}
+        Fantasise by reweighting posterior draws, or with the PFN (one-input run tables; no ``horizon``,
+        ``run_error``).
+
+    A fit with a calibrated extrapolation error (``fit.calibrate()``, tau per decade beyond the runs) adds it to
+    the target's variance, tau^2 b^2 with b the target's distance beyond the runs in decades, as its bands do; a run
     that extends the runs' range toward the target shortens b, which no outcome of a run inside the range can do.
 
-    Returns one row per candidate, best first: the inputs, ``cost``, ``target_sd`` (now, log scale),
-    ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``,
-    ``reduction_se`` (its Monte Carlo error), ``score`` (variance reduction less one Monte Carlo error, per unit
-    cost: a gain within simulation noise scores 0), ``ess_median``/``ess_min`` (importance weights), ``candidate_sd`` (predictive
-    sd of the log outcome there: "most uncertain point"), ``run_error`` (the extra error used, when there is one),
-    ``chosen`` and ``batch`` (1..k, greedy order).
+    Returns
+    -------
+    DataFrame
+        One row per candidate, best first: the inputs, ``cost``, ``target_sd`` (now, log scale),
+        ``expected_sd_after`` (if this run alone is added), ``expected_var_reduction``, ``reduction_frac``,
+        ``reduction_se`` (its Monte Carlo error), ``score`` (variance reduction less one Monte Carlo error, per
+        cost**cost_power: a gain within simulation noise scores 0), ``ess_median``/``ess_min`` (importance
+        weights), ``candidate_sd`` (predictive sd of the log outcome there: "most uncertain point"),
+        ``run_error`` (the extra error used, when there is one), ``reaches_target_sd`` (goal mode),
+        ``plan_reduction``/``plan_cost`` (with a horizon), ``chosen``, ``batch`` (1..k, greedy order) and
+        ``batch_gain``. ``attrs`` record the target, the variance before, the settings and any warning.
     """
-    from bayescale.compare import ModelAverage
-    from bayescale.fit import Fit
-    from bayescale.runs import read_runs
-
     if method not in ("nuts", "pfn"):
         raise BayescaleError(f"method must be 'nuts' or 'pfn', got {method!r}")
     if int(k) < 1:
         raise BayescaleError(f"k (runs to choose) must be >= 1, got {k}")
-    if n_outcomes < 2:
-        raise BayescaleError("n_outcomes must be >= 2 (simulated outcomes per candidate)")
-    if not (np.isfinite(cost_power) and cost_power >= 0):
-        raise BayescaleError(f"cost_power must be a number >= 0 (1: per unit cost, 0: ignore cost), got {cost_power!r}")
-    if target_sd is not None and not (np.isfinite(target_sd) and target_sd > 0):
-        raise BayescaleError(f"target_sd must be a positive number (posterior sd of the log target), got {target_sd!r}")
-    if horizon is not None and not (np.isfinite(horizon) and horizon > 0):
-        raise BayescaleError(f"horizon must be a positive number (compute you expect to spend on pilot runs), got "
-                             f"{horizon!r}")
     if budget is not None and not (np.isfinite(budget) and budget > 0):
         raise BayescaleError(f"budget must be a positive number (the most the batch may cost), got {budget!r}")
+    if not isinstance(search, SearchOptions):
+        raise BayescaleError(f"search must be a SearchOptions, got {type(search).__name__}")
 
-    if method == "pfn" and horizon is not None:
-        raise BayescaleError("horizon= (plan comparison) is available with method='nuts' only")
+    if method == "pfn" and search.horizon is not None:
+        raise BayescaleError("a horizon (SearchOptions(horizon=...): plan comparison) is available with method='nuts' "
+                             "only")
     if method == "pfn" and run_error is not None:
         raise BayescaleError("run_error= is available with method='nuts' only")
     plans, tau_used, extra = None, 0.0, None
     if method == "pfn":
-        from bayescale import pfn  # noqa: F401  (raises ImportError when the module is absent)
-
-        if not getattr(__import__("bayescale.pfn", fromlist=["available"]), "available")():
+        if not pfn.available():
             raise BayescaleError("method='pfn' needs the PFN extrapolator's weights (bayescale.pfn.available() is False)")
         if isinstance(fit_or_runs, (Fit, ModelAverage, PosteriorDraws)):
             raise BayescaleError("method='pfn' takes a run table (one input x and y), not a fit")
@@ -482,7 +519,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         if xcol is None or xcol not in runs or y not in runs:
             raise BayescaleError(f"method='pfn' needs x='<column>' and y='<column>' naming columns of the run table "
                                  f"(columns: {list(runs.columns)})")
-        lawobj = get_law("M2")  # one input named x: only used to read candidates and targets
+        lawobj = RUN_TABLE
         columns = {"x": xcol, "y": y}
         cand = _candidates(lawobj, candidates, columns)
         costs = _costs(lawobj, cand, cost)
@@ -491,7 +528,7 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
             raise BayescaleError("method='pfn' supports point/curve targets only")
         var0, first, chosen, gains, ess_rows, pred_sd = _score_pfn(
             runs, xcol, y, cand["x"].to_numpy(float), spec["x"].to_numpy(float), costs, int(k), budget,
-            max(4, n_outcomes // 4), seed)
+            max(4, search.n_outcomes // 4), seed)
         n_draws = 0
     else:
         if isinstance(fit_or_runs, (Fit, ModelAverage, PosteriorDraws)):
@@ -499,24 +536,21 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
         else:
             if law is None:
                 raise BayescaleError("a run table needs law= (and x=/inputs=) to be fitted before choosing runs")
-            from bayescale.fit import fit as _fit
-
-            model = _fit(fit_or_runs, law, x=x, inputs=inputs, y=y, seed=seed, **(fit_kwargs or {}))
-        draws = posterior_draws(model, max_draws=max_draws, seed=seed)
-        lawobj = draws.components[0].law
-        columns = getattr(model, "columns", None) or (next(iter(model.fits.values())).columns
-                                                     if isinstance(model, ModelAverage) else {})
+            model = fit(fit_or_runs, law, x=x, inputs=inputs, y=y, seed=seed, **(fit_kwargs or {}))
+        draws = posterior_draws(model, max_draws=search.max_draws, seed=seed)
+        lawobj = draws.law
+        columns = getattr(model, "columns", None) or {}
         cand = _candidates(lawobj, candidates, columns)
         costs = _costs(lawobj, cand, cost)
         kind, spec = parse_target(target, lawobj, columns)
+        extrap = _extrapolation(lawobj, cand, kind, spec, draws)
+        draws = draws.without_error()  # its variance enters through extrap, analytically
         T = _target_draws(draws, kind, spec)
-        extrap = _extrapolation(model, lawobj, cand, kind, spec, draws)
         extra = _run_error(run_error, cand)
-        if extra is None:
-            extra = _local_error(model, lawobj, cand)
+        if extra is None and not isinstance(model, PosteriorDraws):
+            extra = calibration.local_errors(_fits_of(model), lawobj, cand)
         var0, first, chosen, gains, ess_rows, pred_sd, plans = _score_nuts(
-            draws, cand, T, costs, int(k), budget, int(n_outcomes), seed, target_sd, float(cost_power), horizon,
-            extrap, extra)
+            draws, cand, T, costs, int(k), budget, search, seed, extrap, extra)
         tau_used = 0.0 if extrap is None else float(np.sqrt(extrap.tau2))
         n_draws = draws.size
 
@@ -528,13 +562,13 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out["reduction_frac"] = out["expected_var_reduction"] / var0 if var0 > 0 else 0.0
     out["reduction_se"] = first["gain_se"]
     se0 = np.nan_to_num(first["gain_se"], nan=0.0)
-    out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"] ** float(cost_power)
+    out["score"] = np.maximum(out["expected_var_reduction"] - se0, 0.0) / out["cost"] ** float(search.cost_power)
     out["ess_median"], out["ess_min"] = first["ess_median"], first["ess_min"]
     out["candidate_sd"] = pred_sd
     if extra is not None:
         out["run_error"] = extra  # (C,), ln units, as the fit will see it
-    if target_sd is not None:
-        out["reaches_target_sd"] = (first["var_after"] + np.nan_to_num(first["gain_se"])) <= target_sd**2
+    if search.target_sd is not None:
+        out["reaches_target_sd"] = (first["var_after"] + np.nan_to_num(first["gain_se"])) <= search.target_sd**2
     if plans is not None:
         # expected reduction of the whole plan that starts with this run (shortlisted runs only) and its cost
         out["plan_reduction"], out["plan_cost"] = np.nan, np.nan
@@ -550,8 +584,10 @@ def next_runs(fit_or_runs, candidates, target=None, *, budget: float | None = No
     out = out.iloc[order].reset_index(drop=True)
     out.attrs.update(target=kind if kind == "compute_optimal" else f"{len(spec)} point(s)", target_spec=(
         spec if kind == "compute_optimal" else spec.to_dict(orient="list")), var_before=float(var0), method=method,
-        n_draws=int(n_draws), n_outcomes=int(n_outcomes), seed=seed, budget=budget, target_sd=target_sd,
-        horizon=horizon, extrapolation_tau=tau_used, run_error_max=None if extra is None else float(np.max(extra)), plans=[{k_: v for k_, v in p_.items() if k_ != "ess"} for p_ in plans or []],
+        n_draws=int(n_draws), n_outcomes=int(search.n_outcomes), seed=seed, budget=budget,
+        target_sd=search.target_sd, horizon=search.horizon, extrapolation_tau=tau_used,
+        run_error_max=None if extra is None else float(np.max(extra)),
+        plans=[{k_: v for k_, v in p_.items() if k_ != "ess"} for p_ in plans or []],
         batch_cost=float(costs[chosen].sum()) if chosen else 0.0)
     low = [e for e in ess_rows if np.isfinite(e) and e < ESS_WARN]
     if method == "nuts" and low:

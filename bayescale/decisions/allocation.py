@@ -1,0 +1,159 @@
+"""Compute-optimal allocation: the posterior of N*(C), D*(C) and L*(C), solved per posterior draw.
+
+For a law in model size ``N`` and tokens ``D`` (chinchilla, kaplan, or any registered law with inputs named ``N``
+and ``D``), every posterior draw is a loss surface L(N, D). At a compute budget C the best split minimises L under
+the cost constraint ``cost(N, D) = C`` (``6 N D`` by default). :func:`compute_optimal` solves that per draw, so the
+answer carries the fit's uncertainty (and, for a :class:`~bayescale.ModelAverage`, the uncertainty about the law):
+
+- a law with a closed form (:attr:`bayescale.laws.Law.optimum`, e.g. Chinchilla's
+  N* = G (C/6)^(beta/(alpha+beta))) under the default cost uses it, D* = C / (6 N*);
+- otherwise a vectorised search over ln N on a wide grid, refined on a fine grid and by parabolic interpolation.
+
+L* is the curve at the optimum with its extrapolation error (:meth:`bayescale.posterior.PosteriorDraws.curve`):
+a calibrated fit is less sure of the loss far beyond its runs. The optimum (N*, D*) itself is the law's: a
+multiplicative error that grows with the distance from the runs would otherwise push it toward or away from them
+by construction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from bayescale.bands import check_levels, summarize_draws
+from bayescale.errors import BayescaleError
+from bayescale.posterior import Component, PosteriorDraws, posterior_draws
+from bayescale.runs import default_cost
+
+__all__ = ["compute_optimal", "default_cost"]
+
+DEFAULT_ALLOC_LEVELS = (0.8, 0.95)
+
+
+# --------------------------------------------------------------------------------------------------
+# The optimiser
+
+
+def _check_nd(draws: PosteriorDraws) -> None:
+    for c in draws.components:
+        if set(c.law.input_names) != {"N", "D"}:
+            raise BayescaleError(
+                f"compute-optimal allocation needs a law in model size N and tokens D; law {c.law.name!r} has inputs "
+                f"{list(c.law.input_names)}. Fit 'chinchilla' or 'kaplan' (or register a law with inputs named N and D)."
+            )
+
+
+def _check_budgets(budgets) -> np.ndarray:
+    b = np.atleast_1d(np.asarray(budgets, dtype=float))
+    if b.ndim != 1 or b.size == 0:
+        raise BayescaleError("budgets must be one number or a 1-D list of compute budgets (e.g. [1e22, 1e23])")
+    if not np.all(np.isfinite(b)) or np.any(b <= 0):
+        raise BayescaleError(f"budgets must be positive finite numbers (FLOP, or your cost's units); got {b.tolist()}")
+    return b
+
+
+def _tokens_for(cost, n, budget):
+    """D with cost(N, D) = budget, elementwise (``cost=None``: :func:`default_cost`, linear in D, so
+    D = C / cost(N, 1)); ``cost`` must increase with D. Bisection on ln D."""
+    if cost is None:
+        return budget / default_cost(n, 1.0)
+    lo = np.full(np.broadcast_shapes(np.shape(n), np.shape(budget)), -30.0)
+    hi = np.full_like(lo, 120.0)
+    nb, bb = np.broadcast_to(n, lo.shape), np.broadcast_to(budget, lo.shape)
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        over = np.asarray(cost(nb, np.exp(mid)), float) > bb
+        hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
+    return np.exp(0.5 * (lo + hi))
+
+
+def _numeric_optimum(comp: Component, budgets: np.ndarray, cost, span: float = 14.0, step: float = 0.1):
+    """Per draw and budget: ln N* minimising L(N, D(N)); returns (N*, D*, at_edge), each (S, B)."""
+    S = comp.size
+    # coarse grid over ln N, centred at the ln N where N = D under the default cost, +- span (e^14 ~ 1.2e6 either way)
+    base = 0.5 * np.log(budgets / default_cost(1.0, 1.0))                # (B,)
+    grid = np.arange(-span, span + step / 2, step)                       # (G,)
+    u = base[:, None] + grid[None, :]                                    # (B, G)
+    n = np.exp(u)
+    d = _tokens_for(cost, n, budgets[:, None])
+    L = comp.mean({"N": n, "D": d})                                      # (S, B, G)
+    L = np.where(np.isfinite(L), L, np.inf)
+    k = np.argmin(L, axis=-1)                                            # (S, B)
+    at_edge = (k == 0) | (k == len(grid) - 1)
+    u0 = np.take_along_axis(np.broadcast_to(u, (S,) + u.shape), k[..., None], -1)[..., 0]
+    # fine grid +- one coarse step around the best point, then a parabola through the best three
+    fine = np.linspace(-step, step, 41)
+    uf = u0[..., None] + fine                                            # (S, B, F)
+    nf = np.exp(uf)
+    df_ = _tokens_for(cost, nf, budgets[None, :, None])
+    Lf = comp.mean({"N": nf, "D": df_}, paired=True)                    # (S, B, F)
+    Lf = np.where(np.isfinite(Lf), Lf, np.inf)
+    j = np.clip(np.argmin(Lf, axis=-1), 1, len(fine) - 2)
+    y0, y1, y2 = (np.take_along_axis(Lf, (j + o)[..., None], -1)[..., 0] for o in (-1, 0, 1))
+    h = fine[1] - fine[0]
+    denom = y0 - 2 * y1 + y2
+    shift = np.where(np.abs(denom) > 0, 0.5 * h * (y0 - y2) / np.where(denom == 0, 1, denom), 0.0)
+    shift = np.clip(shift, -h, h)
+    u_best = np.take_along_axis(uf, j[..., None], -1)[..., 0] + shift
+    n_best = np.exp(u_best)
+    d_best = _tokens_for(cost, n_best, budgets[None, :])
+    return n_best, d_best, at_edge
+
+
+def _closed_form(comp: Component, budgets: np.ndarray):
+    """(N*, D*), each (S, B), from the law's own closed form (:attr:`bayescale.laws.Law.optimum`)."""
+    nat = comp.law.natural_params({k: np.asarray(v) for k, v in comp.params.items() if k != "sigma"}, comp.scales)
+    n = comp.law.optimum({k: np.asarray(v, float)[:, None] for k, v in nat.items()}, budgets[None, :])
+    return n, _tokens_for(None, n, budgets[None, :])
+
+
+def compute_optimal(model, budgets, cost=None, *, levels=DEFAULT_ALLOC_LEVELS, max_draws: int | None = 2000,
+                    keep_draws: bool = False, method: str = "auto", seed: int = 0) -> xr.Dataset:
+    """Posterior of the compute-optimal model size N*, tokens D* and loss L* at each budget.
+
+    ``model``: a :class:`~bayescale.Fit` or :class:`~bayescale.ModelAverage` of laws in N and D (or
+    :class:`PosteriorDraws`). ``budgets``: compute budgets C (FLOP when ``cost`` is the default 6ND).
+    ``cost(N, D)``: a vectorised function returning the cost, increasing in D. ``method``: ``"auto"`` (the law's closed
+    form under 6ND where it has one, numeric otherwise), ``"closed"`` or ``"numeric"``.
+
+    Returns an xarray Dataset with dims ``budget`` and ``level``: ``N_opt``, ``D_opt``, ``L_opt`` and
+    ``tokens_per_param`` as ``*_median``, ``*_mean``, ``*_lower``/``*_upper`` (central intervals per level);
+    ``at_edge`` (fraction of draws whose optimum hit the search range, numeric method); with ``keep_draws`` also the
+    draws (dims ``draw``, ``budget``). ``L_opt`` is the law's mean loss (the curve with its extrapolation error,
+    without run-to-run noise). The attrs record the extrapolation error per law (``extrapolation_tau``).
+    """
+    if method not in ("auto", "closed", "numeric"):
+        raise BayescaleError(f"method must be 'auto', 'closed' or 'numeric', got {method!r}")
+    if cost is not None and not callable(cost):
+        raise BayescaleError("cost must be a function cost(N, D) -> compute (vectorised, increasing in D), or None for 6ND")
+    budgets = _check_budgets(budgets)
+    levels = check_levels(levels)
+    draws = posterior_draws(model, max_draws=max_draws, seed=seed)
+    _check_nd(draws)
+    z = draws.error_z(seed)
+    ns, ds, ls, edges, used = [], [], [], [], set()
+    for comp, sl in draws.parts():
+        closed = comp.law.optimum is not None and cost is None
+        if method == "closed" and not closed:
+            raise BayescaleError(f"no closed form for law {comp.law.name!r}"
+                                 f"{' with a custom cost' if cost is not None else ''}; use method='numeric' or 'auto'")
+        if closed and method != "numeric":
+            n, d = _closed_form(comp, budgets)
+            e = np.zeros_like(n, bool)
+            used.add("closed")
+        else:
+            n, d, e = _numeric_optimum(comp, budgets, cost)
+            used.add("numeric")
+        L = comp.curve({"N": n, "D": d}, z[sl], paired=True)
+        ns.append(n), ds.append(d), ls.append(L), edges.append(e)
+    n, d, L, e = (np.concatenate(a, axis=0) for a in (ns, ds, ls, edges))
+    ds_ = xr.Dataset(coords={"budget": budgets, "level": levels})
+    for name, arr in (("N_opt", n), ("D_opt", d), ("L_opt", L), ("tokens_per_param", d / n)):
+        summarize_draws(ds_, name, arr, levels, "budget")
+        if keep_draws:
+            ds_[f"{name}_draws"] = (("draw", "budget"), arr)
+    ds_["at_edge"] = ("budget", e.mean(axis=0))
+    ds_.attrs.update(laws=",".join(draws.law_names), source=draws.source, method="+".join(sorted(used)),
+                     extrapolation_tau=",".join(f"{k}:{v:g}" for k, v in draws.taus.items()),
+                     cost="6ND" if cost is None else getattr(cost, "__name__", "custom"), n_draws=int(n.shape[0]))
+    return ds_

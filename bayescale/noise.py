@@ -1,0 +1,71 @@
+"""Noise models: how an observed run scatters around the law's mean curve ``mu``. Written once, used by the NumPyro
+model (:mod:`bayescale.model`) and by every NumPy consumer of posterior draws (:mod:`bayescale.posterior`).
+
+``likelihood=``:
+
+- ``"lognormal"`` (default): multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a relative error;
+- ``"normal"``: ``y ~ Normal(mu, s)`` (y units);
+- ``"studentt"``: ``y ~ StudentT(df, mu, s)``, robust to outlying runs (``df`` default 4).
+
+The scale ``s`` adds in quadrature the noise scale ``sigma``, a known measurement error ``se`` of the run (y units;
+``se / y`` in log space) and an ``extra`` relative error (ln units; ``extra * mu`` in y units), e.g. the error a
+local fit gives a far run: ``s = sqrt(sigma^2 + se^2 + extra^2)`` in the likelihood's own units.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+
+__all__ = ["LIKELIHOODS", "check_likelihood", "log_prob", "noise_dist", "sample", "sigma_prior"]
+
+LIKELIHOODS = ("lognormal", "normal", "studentt")
+TINY = 1e-300  # floor of mu under ln, so a law that reaches 0 gives a finite (very unlikely) density
+
+
+def check_likelihood(likelihood: str) -> str:
+    """``likelihood`` if it is one of :data:`LIKELIHOODS`, else a ValueError naming them."""
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"unknown likelihood {likelihood!r}; choose one of {LIKELIHOODS}")
+    return likelihood
+
+
+def sigma_prior(likelihood: str, scales):
+    """Noise scale: half-normal, 0.1 relative (log space) or 0.1 of the typical y (``scales.y_med``)."""
+    return dist.HalfNormal(0.1) if likelihood == "lognormal" else dist.HalfNormal(0.1 * scales.y_med)
+
+
+def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0, extra=None):
+    """Distribution of an observed run around mean ``mu`` (a NumPyro distribution; JAX or NumPy arrays).
+
+    ``se``: known measurement error (y units; ``y_ref`` is the y it is relative to in log space); ``extra``: a
+    relative error (ln units). Both add to ``sigma`` in quadrature (see the module docstring).
+    """
+    var = sigma**2
+    if likelihood == "lognormal":
+        if se is not None:
+            var = var + (se / y_ref) ** 2
+        if extra is not None:
+            var = var + extra**2
+        return dist.LogNormal(jnp.log(jnp.maximum(mu, TINY)), jnp.sqrt(var))
+    if se is not None:
+        var = var + se**2
+    if extra is not None:
+        var = var + (extra * mu) ** 2
+    sd = jnp.sqrt(var)
+    return dist.Normal(mu, sd) if likelihood == "normal" else dist.StudentT(df, mu, sd)
+
+
+def log_prob(likelihood: str, y, mu, sigma, df: float = 4.0, **errors) -> np.ndarray:
+    """``log p(y | mu, sigma)`` as a NumPy array (arguments broadcast); ``errors``: ``se``/``y_ref``/``extra``."""
+    return np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y))
+
+
+def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.ndarray:
+    """One new run per element of ``mu`` (broadcast with ``sigma``) as a NumPy array; ``seed``: an int or a
+    ``numpy.random.Generator`` (a JAX key is drawn from it)."""
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(2**31))
+    return np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.PRNGKey(seed)))
