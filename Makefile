@@ -34,6 +34,7 @@ bench-tests: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.speed
 	$(PY) -m benchmarks.batching --sizes 1,4,16 --curves 16
+	$(PY) -m benchmarks.fleet --workers 1,2
 	$(PY) -m benchmarks.init
 	$(PY) -m benchmarks.coverage
 	$(PY) -m benchmarks.local_fit --worlds 16 --draws 500

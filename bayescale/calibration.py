@@ -10,7 +10,7 @@ beyond the fitted runs in decades and ``tau`` in ln-units per decade; :mod:`baye
 maximise the likelihood of their log errors ``r_i ~ Normal(0, s_i^2 + tau^2 b_i^2)``, where ``s_i`` is the
 refit's own predictive sd of ``ln y``. :func:`calibrate_many` pools the held-out errors of many curves into one
 ``tau`` (one domain), which is steadier than one curve's estimate. Refits go through a ``refit`` callable
-(``refit(fit, runs, seed) -> fit``, default the fit's own :meth:`~bayescale.Fit.refit`), as ArviZ's
+(``refit(fit, runs, seed, law) -> fit``, default the fit's own :meth:`~bayescale.Fit.refit`), as ArviZ's
 ``SamplingWrapper`` does for LOO/LFO refits, so this module never imports the fitting code.
 
 *Local fits* (:meth:`bayescale.Fit.localize`) read the same error the other way round: a run ``d`` decades away
@@ -23,6 +23,7 @@ the same extra error.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,21 +31,29 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 
 from bayescale.errors import BayescaleError, RunTableError
-from bayescale.runs import distance_beyond, scales_for
+from bayescale.laws import list_laws
+from bayescale.runs import distance_beyond, run_size, scales_for
 
 __all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors", "localize"]
 
 
 @dataclass
 class Calibration:
-    """Result of a leave-future-out calibration: ``tau`` (ln-units per decade) and the held-out errors it used."""
+    """Result of a leave-future-out calibration: ``tau`` (ln-units per decade), the held-out errors it used and
+    how they were made (``method``, per curve for :func:`calibrate_many`): ``"holdout"`` (one refit without the
+    largest share of the runs), ``"prequential"`` (too few runs for that: refits without the largest run, the two
+    largest, ..., each predicting the run just beyond its data), ``"simpler law NAME"`` (too few runs to refit the
+    law itself even once: prequential refits of a registered law with the same inputs and fewer parameters) or
+    ``"none"`` (no run can be held out: tau is 0)."""
 
     tau: float
     heldout: pd.DataFrame  # one row per held-out run: inputs, y, median, r (ln error), s (pred. sd of ln y), beyond
     refits: dict
+    method: str | dict = "holdout"
 
     def __repr__(self) -> str:
-        return f"<Calibration tau={self.tau:.4g} per decade from {len(self.heldout)} held-out runs>"
+        how = self.method if isinstance(self.method, str) else ", ".join(sorted(set(self.method.values())))
+        return f"<Calibration tau={self.tau:.4g} per decade from {len(self.heldout)} held-out runs ({how})>"
 
 
 def estimate_tau(r, s, b) -> float:
@@ -64,50 +73,69 @@ def estimate_tau(r, s, b) -> float:
     return float(np.exp(res.x)) if res.fun < at_zero else 0.0
 
 
-def default_refit(fit, runs: pd.DataFrame, seed: int):
-    """``fit.refit(runs, seed=seed)``: the same law, noise model and sampler settings on other runs."""
-    return fit.refit(runs, seed=seed)
+def default_refit(fit, runs: pd.DataFrame, seed: int, law=None):
+    """``fit.refit(runs, seed=seed, law=law)``: the same law (or ``law``), noise model and sampler settings on other
+    runs."""
+    return fit.refit(runs, seed=seed, law=law)
 
 
-def _size(law, frame: pd.DataFrame) -> np.ndarray:
-    """Ordering of runs by size: the sum of the log-scale inputs (linear inputs as they are)."""
-    tot = np.zeros(len(frame))
-    for inp in law.inputs:
-        v = frame[inp.name].to_numpy(float)
-        tot += np.log(v) if inp.scale == "log" else v
-    return tot
+PREQUENTIAL_MAX = 4  # prequential refits at most: the 4 largest runs, each predicted from the runs below it
+
+
+def _simpler_law(law, n: int):
+    """The registered law with ``law``'s inputs, fewest-points need at most ``n`` and the most parameters, or None."""
+    fits = [o for o in list_laws() if o.input_names == law.input_names and o.needs_points <= n and o.name != law.name]
+    return max(fits, key=lambda o: o.needs_points) if fits else None
 
 
 def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit):
+    """The held-out errors of one fit's leave-future-out refits: (table, {refit label: refit}, method)."""
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be a share in (0, 1), got {holdout}")
     if toward not in ("max", "min"):
         raise ValueError(f"toward must be 'max' (extrapolating to larger runs) or 'min', got {toward!r}")
     law = fit.law
     runs = fit.runs.reset_index(drop=True)
-    size = _size(law, runs)
+    size = run_size(law, runs)
     order = np.argsort(size if toward == "max" else -size, kind="stable")
     n_out = max(1, int(round(holdout * len(runs))))
-    keep = np.zeros(len(runs), bool)
-    keep[order[:len(runs) - n_out]] = True
-    kept = runs[keep]
-    n_distinct = len(kept.drop_duplicates(subset=list(law.input_names)))
-    if n_distinct < law.needs_points:
-        raise RunTableError(
-            f"calibrating the extrapolation error holds out the largest {n_out} of {len(runs)} runs, leaving "
-            f"{n_distinct} distinct points; law {law.name!r} needs {law.needs_points}. Use a smaller holdout or add runs.")
-    sub = (refit or default_refit)(fit, kept, fit.seed + 7919 if seed is None else seed)
-    out = runs[~keep]
-    at = {n: out[n].to_numpy(float) for n in law.input_names}
-    frame, _, obs = sub.predictive_draws(at, seed=seed, discrepancy=0.0)
-    y = out["y"].to_numpy(float)
-    if (y <= 0).any() or (obs <= 0).any():
-        raise RunTableError("the extrapolation error is calibrated on ln y; it needs positive outcomes and draws "
-                            "(use the default lognormal likelihood)")
-    lo = np.log(obs)
-    table = pd.DataFrame({**at, "y": y, "median": np.exp(np.median(lo, axis=0)), "r": np.log(y) - lo.mean(axis=0),
-                          "s": lo.std(axis=0), "beyond": distance_beyond(law, frame, sub.scales)})
-    return table, sub
+
+    def kept(j):  # runs without the j largest
+        keep = np.zeros(len(runs), bool)
+        keep[order[:len(runs) - j]] = True
+        return keep
+
+    def distinct(j):
+        return len(runs[kept(j)].drop_duplicates(subset=list(law.input_names)))
+
+    seed = fit.seed + 7919 if seed is None else seed
+    if distinct(n_out) >= law.needs_points:
+        splits, refit_law, method = [(kept(n_out), ~kept(n_out))], None, "holdout"
+    else:
+        refit_law = None if distinct(1) >= law.needs_points else _simpler_law(law, distinct(1))
+        need = (refit_law or law).needs_points
+        steps = [j for j in range(1, min(n_out, PREQUENTIAL_MAX) + 1) if distinct(j) >= need and j < len(runs)]
+        if not steps:
+            return pd.DataFrame(columns=[*law.input_names, "y", "median", "r", "s", "beyond"]), {}, "none"
+        # one step ahead: refit without the j largest runs, predict the smallest of them
+        splits = [(kept(j), kept(j - 1) & ~kept(j)) for j in steps]
+        method = "prequential" if refit_law is None else f"simpler law {refit_law.name}"
+    tables, subs = [], {}
+    for i, (keep, out_) in enumerate(splits):
+        sub = (refit or default_refit)(fit, runs[keep], seed + i, refit_law)
+        out = runs[out_]
+        at = {n: out[n].to_numpy(float) for n in law.input_names}
+        frame, _, obs = sub.predictive_draws(at, seed=seed, discrepancy=0.0)
+        y = out["y"].to_numpy(float)
+        if (y <= 0).any() or (obs <= 0).any():
+            raise RunTableError("the extrapolation error is calibrated on ln y; it needs positive outcomes and draws "
+                                "(use the default lognormal likelihood)")
+        lo = np.log(obs)
+        tables.append(pd.DataFrame({**at, "y": y, "median": np.exp(np.median(lo, axis=0)),
+                                    "r": np.log(y) - lo.mean(axis=0), "s": lo.std(axis=0),
+                                    "beyond": distance_beyond(law, frame, sub.scales)}))
+        subs[f"without the {int((~keep).sum())} largest"] = sub
+    return pd.concat(tables, ignore_index=True), subs, method
 
 
 def calibrate(fit, holdout: float = 0.25, toward: str = "max", seed: int | None = None, refit=None) -> Calibration:
@@ -124,16 +152,21 @@ def calibrate(fit, holdout: float = 0.25, toward: str = "max", seed: int | None 
     seed : int, optional
         Seed of the refit and of its predictive draws.
     refit : callable, optional
-        ``refit(fit, runs, seed) -> fit``: ``fit``'s model refitted to other runs (law input columns, ``y``,
-        optional ``se``); default :func:`default_refit`.
+        ``refit(fit, runs, seed, law) -> fit``: ``fit``'s model refitted to other runs (law input columns, ``y``,
+        optional ``se``), with another law when ``law`` is not None; default :func:`default_refit`.
 
     Returns
     -------
     Calibration
         ``tau`` and the held-out errors; use ``fit.with_discrepancy(cal.tau)``.
     """
-    table, sub = _heldout_errors(fit, holdout, toward, seed, refit)
-    return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, {fit.group: sub})
+    table, subs, method = _heldout_errors(fit, holdout, toward, seed, refit)
+    if method == "none":
+        warnings.warn(f"no run of the {len(fit.runs)} can be held out to calibrate the extrapolation error of law "
+                      f"{fit.law.name!r} (it needs {fit.law.needs_points} distinct points and no simpler law fits "
+                      "fewer): tau is 0, so bands beyond the runs carry no extrapolation error", UserWarning,
+                      stacklevel=2)
+    return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, subs, method)
 
 
 def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int | None = None,
@@ -142,15 +175,15 @@ def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int |
 
     ``refit`` as for :func:`calibrate`, called with each fit in turn.
     """
-    tables, subs = [], {}
+    tables, subs, methods = [], {}, {}
     for g, f in dict(fits).items():
-        t, sub = _heldout_errors(f, holdout, toward, seed, refit)
+        t, sub, methods[g] = _heldout_errors(f, holdout, toward, seed, refit)
         tables.append(t.assign(group=g))
         subs[g] = sub
     if not tables:
         raise ValueError("calibrate_many needs at least one fit")
     table = pd.concat(tables, ignore_index=True)
-    return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, subs)
+    return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, subs, methods)
 
 
 def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray:
@@ -173,7 +206,8 @@ def localize(fit, targets: pd.DataFrame, tau: float, seed: int | None = None, re
     y = runs["y"].to_numpy(float)
     extra = float(tau) * distance_from(fit.law, runs, targets) * np.abs(y)  # ln units -> y units (se / y)
     old = runs["se"].to_numpy(float) if "se" in runs else np.zeros(len(runs))
-    new = (refit or default_refit)(fit, runs.assign(se=np.sqrt(old**2 + extra**2)), fit.seed if seed is None else seed)
+    new = (refit or default_refit)(fit, runs.assign(se=np.sqrt(old**2 + extra**2)), fit.seed if seed is None else seed,
+                                   None)
     new = new.with_discrepancy(fit.discrepancy)
     new.local = {"targets": targets[list(fit.law.input_names)].reset_index(drop=True), "tau": float(tau)}
     if recalibrate:

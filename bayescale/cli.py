@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import textwrap
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 import bayescale as bs
-from bayescale.errors import BayescaleError
-from bayescale.runs import read_runs
+from bayescale.errors import BayescaleError, FitFileError
+from bayescale.runs import parse_size, read_runs
+
+POINTS_HELP = ("one point per ';'-separated row, each row name=value,... (the law's inputs or the fitted columns) "
+               "or its values alone in input order; sizes may carry K, M, B, T")
 
 
 def _inputs(law, spec: str) -> dict:
@@ -44,13 +51,110 @@ def _print_table(df, as_json: bool, extra: dict | None = None):
             print(df.to_string())
 
 
+def _text_table(rows: list[dict]) -> str:
+    """Rows of strings as aligned text: the first column left-aligned, the others right-aligned."""
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    fmt = lambda vals: "  ".join(f"{v:<{width[c]}}" if i == 0 else f"{v:>{width[c]}}"  # noqa: E731
+                                 for i, (c, v) in enumerate(zip(cols, vals)))
+    return "\n".join([fmt(cols), *(fmt([str(r[c]) for c in cols]) for r in rows)])
+
+
+def _law_help() -> str:
+    names = ", ".join(law.name for law in bs.list_laws())
+    return f"law family, one of: {names} (`bayescale laws NAME` explains one)"
+
+
+def _prior_text(param, law) -> str:
+    """A parameter's prior in words: the distribution with its numbers when they are fixed, else what the data sets."""
+    def scales(k):  # two made-up data scales: a prior whose numbers differ between them is scaled by the data
+        names = law.input_names
+        return bs.laws.Scales(1.0 * k, 2.0 * k, 1.5 * k, dict.fromkeys(names, 3.0 * k), dict.fromkeys(names, -k),
+                              dict.fromkeys(names, k))
+
+    try:
+        d1, d2 = param.prior(scales(1.0)), param.prior(scales(2.0))
+        args1 = {k: float(np.asarray(getattr(d1, k))) for k in d1.arg_constraints}
+        args2 = {k: float(np.asarray(getattr(d2, k))) for k in d2.arg_constraints}
+    except Exception:  # a user's prior that needs more of the data than these scales give
+        return "set from the data"
+    kind = type(d1).__name__
+    if kind.startswith("_") and hasattr(d1, "base_dist"):  # a private transform: name what it transforms
+        kind = f"transformed {type(d1.base_dist).__name__}"
+    if args1 and args1 == args2:
+        if kind == "LogNormal":
+            return (f"LogNormal: median {np.exp(args1['loc']):.3g}, 90% within a factor "
+                    f"{np.exp(1.645 * args1['scale']):.3g} of it")
+        return f"{kind}(" + ", ".join(f"{k}={v:.3g}" for k, v in args1.items()) + ")"
+    doc = (getattr(param.prior, "__doc__", None) or "").strip().splitlines()
+    return f"{kind}, scaled by the data" + (f": {doc[0][:1].lower()}{doc[0][1:].rstrip('.')}" if doc else "")
+
+
+def _law_detail(law) -> dict:
+    return {"name": law.name, "formula": law.formula, "description": law.description, "reference": law.reference,
+            "inputs": [{"name": i.name, "description": i.description, "scale": i.scale} for i in law.inputs],
+            "min_points": law.needs_points, "y_range": list(law.y_range), "target_accept": law.target_accept,
+            "parameters": [{"name": p.name, "description": p.description, "prior": _prior_text(p, law)}
+                           for p in law.params]}
+
+
+def _print_law(law) -> None:
+    d = _law_detail(law)
+    wrap = textwrap.TextWrapper(width=100, subsequent_indent="    ")
+    print(wrap.fill(f"{law.name}: {law.description}"))
+    print(wrap.fill(f"  {law.formula}"))
+    if law.reference:
+        print(wrap.fill(f"  reference: {law.reference}"))
+    print(wrap.fill("  inputs: " + "; ".join(f"{i['name']} ({i['description'] or 'no description'}, "
+                                            f"{i['scale']} scale)" for i in d["inputs"])))
+    print(wrap.fill(f"  y in [{law.y_range[0]:g}, {law.y_range[1]:g}]; a fit needs at least {law.needs_points} "
+                    f"distinct runs; NUTS target acceptance {law.target_accept:g}"))
+    print("parameters (as sampled):")
+    width = max(len(p["name"]) for p in d["parameters"]) + 2
+    pwrap = textwrap.TextWrapper(width=100, initial_indent="  ", subsequent_indent=" " * (width + 2))
+    for p in d["parameters"]:
+        print(pwrap.fill(f"{p['name']:<{width}}{p['description'] or '(no description)'}"))
+        print(pwrap.fill(f"{'':<{width}}prior: {p['prior']}"))
+    print(textwrap.fill(
+        "The data centre is the runs' mean input (geometric for a log-scale input); each power-law term is sampled "
+        "as its log value there, and `bayescale fit` also reports the published form. A prior 'scaled by the data' "
+        "is weakly informative around the observed y and input ranges.", width=100))
+
+
+def _laws_table(laws) -> str:
+    """name, inputs, points needed and formula, wrapped to 100 columns."""
+    w_name = max(4, *(len(law.name) for law in laws))
+    w_in = max(6, *(len(",".join(law.input_names)) for law in laws))
+    lead = w_name + w_in + 6 + 6
+    fw = textwrap.TextWrapper(width=100 - lead, break_long_words=False, subsequent_indent="  ")
+    lines = [f"{'name':<{w_name}}  {'inputs':<{w_in}}  points  formula"]
+    for law in laws:
+        parts = fw.wrap(law.formula)
+        lines.append(f"{law.name:<{w_name}}  {','.join(law.input_names):<{w_in}}  {law.needs_points:>6}  {parts[0]}")
+        lines += [" " * lead + p for p in parts[1:]]
+    lines += ["points: the fewest distinct runs a fit needs.",
+              "`bayescale laws NAME` explains a family: its inputs, parameters, priors and reference."]
+    return "\n".join(lines)
+
+
 def cmd_laws(args) -> int:
-    rows = [{"name": law.name, "inputs": ",".join(law.input_names), "formula": law.formula,
-             "parameters": ",".join(law.param_names), "min_points": law.needs_points,
-             "y_range": f"[{law.y_range[0]:g}, {law.y_range[1]:g}]", "target_accept": law.target_accept,
-             "description": law.description}
-            for law in bs.list_laws()]
-    _print_table(pd.DataFrame(rows).set_index("name") if not args.json else pd.DataFrame(rows), args.json)
+    name = args.name or args.law
+    if name:
+        law = bs.get_law(name)
+        if args.json:
+            print(json.dumps(_law_detail(law), indent=2, default=float))
+        else:
+            _print_law(law)
+        return 0
+    if args.json:
+        rows = [{"name": law.name, "inputs": ",".join(law.input_names), "formula": law.formula,
+                 "parameters": ",".join(law.param_names), "min_points": law.needs_points,
+                 "y_range": f"[{law.y_range[0]:g}, {law.y_range[1]:g}]", "target_accept": law.target_accept,
+                 "description": law.description}
+                for law in bs.list_laws()]
+        _print_table(pd.DataFrame(rows), True)
+    else:
+        print(_laws_table(bs.list_laws()))
     return 0
 
 
@@ -75,14 +179,16 @@ def cmd_fit(args) -> int:
     for g, one in fits.items():
         summ = one.summary()
         d = one.diagnostics
-        report[str(g)] = {"law": law.name, "ok": one.ok, "warnings": one.warnings, "max_rhat": d["max_rhat"],
+        rhat = d["max_rhat"] if np.isfinite(d["max_rhat"]) else None  # NaN with one chain; null in JSON
+        report[str(g)] = {"law": law.name, "ok": one.ok, "warnings": one.warnings, "max_rhat": rhat,
                           "min_ess_bulk": d["min_ess_bulk"], "divergences": d["divergences"],
                           "parameters": json.loads(summ[["mean", "sd", "q5", "q95"]].to_json(orient="index"))}
         if not args.json:
             head = f"law {law.name}: {law.formula}" + ("" if g is None else f"  [group {g}]")
             print(head)
             _print_table(summ, False)
-            print(f"diagnostics: max r-hat {d['max_rhat']:.4f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
+            shown = "n/a (one chain)" if d["chains"] < 2 else f"{d['max_rhat']:.4f}"
+            print(f"diagnostics: max r-hat {shown}, min bulk ESS {d['min_ess_bulk']:.0f}, "
                   f"divergences {d['divergences']} -> {'OK' if one.ok else 'NOT OK'}")
             for w in one.warnings:
                 print(f"  warning: {w}")
@@ -192,8 +298,45 @@ def cmd_pfn_calibrate(args) -> int:
 def cmd_compare(args) -> int:
     laws = [bs.get_law(n) for n in args.laws.split(",")]
     fits = {law.name: bs.fit(args.runs, law, **_fit_kwargs(args, law)) for law in laws}
-    table = bs.compare(fits)
-    _print_table(table.reset_index() if args.json else table, args.json)
+    with warnings.catch_warnings():  # ArviZ warns once per family without naming it; said in one line below
+        warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
+        table = bs.compare(fits, ic=args.ic)
+    ic = table.attrs.get("ic", "loo")
+    rows, high_k = [], []
+    for name, r in table.iterrows():
+        d, n_runs = fits[name].diagnostics, len(fits[name].runs)
+        m = re.match(r"\s*(\d+)\D+([0-9.]+)", str(r.get("diag_elpd") or ""))
+        if m:
+            high_k.append(f"{name} ({m.group(1)} of {n_runs} runs)")
+            k_limit = m.group(2)
+        rows.append({"family": name, "weight": float(r["weight"]), "elpd": float(r["elpd"]), "elpd_se": float(r["se"]),
+                     "diff": float(r["elpd_diff"]), "diff_se": float(r["dse"]),
+                     "high_pareto_k": int(m.group(1)) if m else 0, "fit_ok": bool(fits[name].ok), "max_rhat": d["max_rhat"] if np.isfinite(d["max_rhat"]) else None,
+                     "divergences": int(d["divergences"])})
+    warning = None
+    if high_k and ic == "loo":
+        warning = (f"Pareto k > {k_limit} in " + ", ".join(high_k) + ": leaving one of those runs out moves the fit "
+                   "too much for PSIS-LOO to estimate, so that family's elpd (and weight) may be too favourable; check "
+                   "those runs or read this comparison as rough")
+    if args.json:
+        print(json.dumps({"ic": ic, "rows": rows, "warning": warning}, indent=2, default=float))
+        return 0
+    print(_text_table([{
+        "family": r["family"], "weight": f"{r['weight']:.2f}", "elpd (se)": f"{r['elpd']:.1f} ({r['elpd_se']:.1f})",
+        "vs best (se)": "best" if r["diff"] == 0 else f"{r['diff']:.1f} ({r['diff_se']:.1f})",
+        "fit": "ok" if r["fit_ok"] else "NOT OK",
+        "max r-hat": "n/a" if r["max_rhat"] is None else f"{r['max_rhat']:.3f}", "divergences": r["divergences"]}
+        for r in rows]))
+    scored = ("each of the largest runs predicted from the smaller ones (leave-future-out)" if ic == "lfo"
+              else "each run predicted without it (PSIS-LOO)")
+    print(f"weight: share in the stacking average; elpd: summed log density of {scored}, higher is better; vs best: "
+          "elpd minus the best family's (within ~2 se: no clear winner); fit: r-hat <= 1.01, enough ESS, at most 1 "
+          "divergence per 1000 draws")
+    if warning:
+        print("warning: " + warning)
+    for r in rows:
+        if not r["fit_ok"]:
+            print(f"warning: the {r['family']} fit failed its diagnostics: {'; '.join(fits[r['family']].warnings)}")
     return 0
 
 
@@ -204,10 +347,44 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _saved_fit(path):
+    """The fit in ``path`` when it is a file written by ``bayescale fit --out``; None for a run table."""
+    p = Path(path)
+    if p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".pq") or not p.is_file():
+        return None
+    try:
+        return bs.load_fit(p)
+    except FitFileError:
+        if p.suffix.lower() in (".nc", ".h5", ".netcdf"):
+            raise
+        return None
+
+
+def _runs_law(args, command: str):
+    """The law to fit the run table with: ``--law``, else the first of ``--laws`` where the command has it."""
+    name = args.law or (getattr(args, "laws", None) or "").split(",")[0].strip()
+    if not name:
+        raise BayescaleError(f"{command}: give --law NAME" + (" or --laws A,B" if hasattr(args, "laws") else "")
+                             + f" to fit {args.runs} (one of {', '.join(law.name for law in bs.list_laws())}), or "
+                             "pass a saved fit (.nc from `bayescale fit --out`) instead of the run table")
+    if not args.x:
+        raise BayescaleError(f"{command}: give --x, the input columns of {args.runs}, e.g. --x N=params,D=tokens "
+                             "(or pass a saved fit, .nc from `bayescale fit --out`)")
+    return bs.get_law(name)
+
+
+def _check_fit_laws(args, fits: dict) -> None:
+    """``--law``/``--laws``, when given with saved fits, must name the fits' own laws."""
+    named = [n.strip() for n in [args.law or "", *(getattr(args, "laws", None) or "").split(",")] if n.strip()]
+    other = [n for n in named if bs.get_law(n).name not in fits]
+    if other:
+        raise BayescaleError(f"--law/--laws name {', '.join(other)} but the saved fit(s) are of "
+                             f"{', '.join(fits)}: drop --law/--laws (a saved fit carries its law) or pass a fit of "
+                             "each family")
+
+
 def _grid_axis(spec: str):
     """``N=1e8:1e10:5`` (5 log-spaced values) or ``N=1e8,3e8,1e9`` -> (name, values)."""
-    from bayescale.decisions import parse_size  # defer heavy imports
-
     if "=" not in spec:
         raise BayescaleError(f"--grid {spec!r}: write NAME=LO:HI:COUNT (log-spaced) or NAME=V1,V2,...")
     name, vals = (t.strip() for t in spec.split("=", 1))
@@ -222,7 +399,13 @@ def _grid_axis(spec: str):
 def cmd_next_runs(args) -> int:
     from bayescale.decisions import SearchOptions, candidate_grid, next_runs, parse_target  # defer heavy imports
 
-    law = bs.get_law(args.law)
+    if not args.runs:
+        raise BayescaleError("next-runs: give the pilot runs (CSV/Parquet) or a saved fit (.nc from `bayescale fit "
+                             "--out`)")
+    saved = _saved_fit(args.runs)
+    if saved is not None:
+        _check_fit_laws(args, {saved.law.name: saved})
+    law = saved.law if saved is not None else _runs_law(args, "next-runs")
     if args.horizon is not None and not (args.horizon > 0 and args.horizon < float("inf")):
         raise BayescaleError(f"--horizon must be a positive number (compute you expect to spend on pilot runs), got "
                              f"{args.horizon}")
@@ -236,18 +419,24 @@ def cmd_next_runs(args) -> int:
         cands = read_runs(args.candidates)
     else:
         cands = candidate_grid(**dict(_grid_axis(g) for g in args.grid))
-    kw = _fit_kwargs(args, law)
-    f = bs.fit(args.runs, law, **kw)
+    if saved is None:
+        kw = _fit_kwargs(args, law)
+        parse_target(args.target, law, kw["inputs"])  # before fitting: a typo costs no minutes
+        f = bs.fit(args.runs, law, **kw)
+        refit = {k: kw[k] for k in ("chains", "warmup", "samples", "seed") if k in kw}
+    else:
+        f, st = saved, saved.settings
+        refit = {"chains": st.num_chains, "warmup": st.num_warmup, "samples": st.num_samples}
     if local is not None:
-        f = _localized(f, local, parse_target(args.target, law, f.columns)[1],
-                       {k: kw[k] for k in ("chains", "warmup", "samples", "seed") if k in kw})
+        f = _localized(f, local, parse_target(args.target, law, f.columns)[1], refit)
     search = SearchOptions(n_outcomes=args.outcomes, target_sd=args.target_sd, horizon=args.horizon)
     table = next_runs(f, cands, target=args.target, budget=args.budget, k=args.k, cost=args.cost, seed=args.seed,
                       search=search)
     if args.out:
         table.to_csv(args.out, index=False)
     if not args.json:
-        print(f"target {args.target}: posterior sd of log {args.y} now {table.attrs['var_before'] ** 0.5:.4g}; "
+        print(f"target {args.target}: posterior sd of log {f.columns.get('y', args.y)} now "
+              f"{table.attrs['var_before'] ** 0.5:.4g}; "
               f"chosen batch ({int(table['chosen'].sum())} run(s), cost {table.attrs['batch_cost']:.4g}) first")
         if f.local is not None:
             print(f"local fit: runs and candidates carry an extra error of {f.local['tau']:.3g} per decade from the "
@@ -265,22 +454,44 @@ def cmd_next_runs(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from bayescale.decisions import risk_report  # defer heavy imports
+    from bayescale.decisions import parse_option, risk_report  # defer heavy imports
     from bayescale.sampler import SamplerSettings  # defer heavy imports
 
-    law = bs.get_law(args.law)
-    if args.likelihood != "lognormal" or args.se or args.lower or args.upper:
-        raise BayescaleError("report uses the default lognormal noise without measurement error columns")
+    saved = [bs.load_fit(p) for p in args.fit or []]
+    first = _saved_fit(args.runs) if args.runs else None
+    if args.runs and saved and first is None:
+        raise BayescaleError(f"give the pilot runs either as a run table ({args.runs}) or as saved fits (--fit), "
+                             "not both")
+    saved = ([first] if first is not None else []) + saved
     cands = None
     if args.candidates:
         cands = read_runs(args.candidates)
-    # one setting for every family: by default the most careful of their own target_accept
-    families = [args.law, *(args.laws.split(",") if args.laws else [])]
-    accept = args.target_accept or max(bs.get_law(n.strip()).target_accept for n in families)
-    sampler = SamplerSettings.for_law(law, args.chains, args.warmup, args.samples, target_accept=accept)
-    rep = risk_report(args.runs, law, options=args.option, target_loss=args.target_loss, laws=args.laws,
-                      inputs=_inputs(law, args.x), y=args.y, seed=args.seed, out=args.out, candidates=cands,
-                      sampler=sampler)
+    if saved:
+        fits = {}
+        for f in saved:
+            if f.law.name in fits:
+                raise BayescaleError(f"two saved fits of law {f.law.name!r}: give one fit per family")
+            fits[f.law.name] = f
+        _check_fit_laws(args, fits)
+        for o in args.option:
+            parse_option(o, saved[0].law)
+        rep = risk_report(fits=fits, options=args.option, target_loss=args.target_loss, seed=args.seed,
+                          out=args.out, candidates=cands)
+    else:
+        if not args.runs:
+            raise BayescaleError("report: give the pilot runs (CSV/Parquet) or saved fits (--fit a.nc --fit b.nc)")
+        law = _runs_law(args, "report")
+        for o in args.option:  # before fitting: a typo costs no minutes
+            parse_option(o, law)
+        if args.likelihood != "lognormal" or args.se or args.lower or args.upper:
+            raise BayescaleError("report uses the default lognormal noise without measurement error columns")
+        # one setting for every family: by default the most careful of their own target_accept
+        families = [law.name, *(args.laws.split(",") if args.laws else [])]
+        accept = args.target_accept or max(bs.get_law(n.strip()).target_accept for n in families)
+        sampler = SamplerSettings.for_law(law, args.chains, args.warmup, args.samples, target_accept=accept)
+        rep = risk_report(args.runs, law, options=args.option, target_loss=args.target_loss, laws=args.laws,
+                          inputs=_inputs(law, args.x), y=args.y, seed=args.seed, out=args.out, candidates=cands,
+                          sampler=sampler)
     s = rep.summary
     if args.json:
         print(json.dumps(s, indent=2, default=float))
@@ -296,14 +507,20 @@ def cmd_report(args) -> int:
     return 0
 
 
-def _add_fit_args(p):
-    p.add_argument("runs", help="CSV or Parquet file, one row per training run")
-    p.add_argument("--x", required=True, help="input columns: 'N,D' (in the law's input order) or 'N=params,D=tokens'")
+def _add_fit_args(p, saved_fit: bool = False):
+    """The run table and fitting options; ``saved_fit``: the command also takes a saved fit in place of the runs."""
+    if saved_fit:
+        p.add_argument("runs", nargs="?", help="CSV or Parquet file, one row per training run, or a saved fit (.nc "
+                       "from `bayescale fit --out`: no refit, and the options below that fit are not used)")
+    else:
+        p.add_argument("runs", help="CSV or Parquet file, one row per training run")
+    p.add_argument("--x", required=not saved_fit,
+                   help="input columns: 'N,D' (in the law's input order) or 'N=params,D=tokens'")
     p.add_argument("--y", default="loss", help="outcome column (default: loss)")
     p.add_argument("--se", help="column with the standard error of y")
     p.add_argument("--lower", help="column with the lower bound of a 95%% interval of y")
     p.add_argument("--upper", help="column with the upper bound of a 95%% interval of y")
-    p.add_argument("--likelihood", default="lognormal", choices=["lognormal", "normal", "studentt"])
+    p.add_argument("--likelihood", default="lognormal", choices=["lognormal", "normal", "studentt", "beta"])
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--samples", type=int, default=1000)
@@ -317,7 +534,9 @@ def _add_fit_args(p):
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="bayescale", description="Calibrated Bayesian extrapolation of scaling laws.")
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("laws", help="list the registered law families")
+    p = sub.add_parser("laws", help="list the registered law families, or explain one (`bayescale laws chinchilla`)")
+    p.add_argument("name", nargs="?", help="a family to explain: its inputs, parameters and their priors")
+    p.add_argument("--law", help="the same as NAME")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_laws)
     p = sub.add_parser("fit", help="fit a law with NUTS and save the posterior")
@@ -335,7 +554,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--group", help="(--method pfn) column naming curves: one set of bands per curve")
     p.add_argument("--weights", help="(--method pfn) a .npz written by `bayescale pfn train` (default: the bundled one)")
     p.add_argument("--raw", action="store_true", help="(--method pfn) the raw network's predictive, not recalibrated")
-    p.add_argument("--at", required=True, help="query points, e.g. N=7e10,D=1.4e12 (';' separates several)")
+    p.add_argument("--at", required=True, help=f"query points: {POINTS_HELP}; e.g. \"N=70B,D=1.4T\" or "
+                   "\"N=70B,D=1.4T;N=35B,D=2.8T\" (two points)")
     p.add_argument("--local", metavar="TAU", help="refit the law locally around the query points: each fitted run "
                    "carries an extra error TAU x its distance in decades from them (e.g. 0.1), or 'auto' (TAU by "
                    "leave-future-out on the runs)")
@@ -344,8 +564,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the bands as netCDF")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
-    p = sub.add_parser("compare", help="fit several laws to the same runs and compare them with LOO")
+    p = sub.add_parser("compare", help="fit several laws to the same runs and weigh them by how they extrapolate")
     p.add_argument("--laws", required=True, help="comma-separated law names")
+    p.add_argument("--ic", default="auto", choices=["auto", "lfo", "loo"],
+                   help="scores behind the weights: leave-future-out (largest runs from smaller ones; auto) or PSIS-LOO")
     _add_fit_args(p)
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("pfn", help="the amortized PFN extrapolator: `bayescale pfn train|calibrate`")
@@ -377,9 +599,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer draws (for smoke tests)")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("next-runs", help="rank candidate pilot runs by expected narrowing of a target per unit cost")
-    p.add_argument("--law", required=True)
+    p.add_argument("--law", help=_law_help() + "; not needed with a saved fit")
     p.add_argument("--target", required=True,
-                   help="what to learn: N=7e10,D=1.4e12 (a point; ';' separates several: a curve) or compute_optimal=1e24")
+                   help="what to learn: a point \"N=70B,D=1.4T\", several (a curve) \"N=70B,D=1.4T;N=35B,D=2.8T\" "
+                   f"({POINTS_HELP}), or compute_optimal=1e24")
     p.add_argument("--candidates", help="CSV/Parquet of runs you could train (input columns, optional 'cost')")
     p.add_argument("--grid", action="append", help="candidate axis NAME=LO:HI:COUNT (log-spaced) or NAME=V1,V2; repeat per input")
     p.add_argument("--k", type=int, default=1, help="runs to choose (greedy batch)")
@@ -395,30 +618,40 @@ def parser() -> argparse.ArgumentParser:
                    "'auto': TAU calibrated by leave-future-out on the runs. For laws that hold only near the target")
     p.add_argument("--show", type=int, default=15, help="rows to print")
     p.add_argument("--out", help="write the whole ranking as CSV")
-    _add_fit_args(p)
+    _add_fit_args(p, saved_fit=True)
     p.set_defaults(func=cmd_next_runs)
     p = sub.add_parser("report", help="risk report for a budget decision (HTML, Markdown, JSON)")
-    p.add_argument("--law", required=True)
+    p.add_argument("--law", help=_law_help() + "; default: the first of --laws; not needed with saved fits")
     p.add_argument("--laws", help="several families (comma-separated): headline numbers from their stacking average; "
                    "fitted with the highest of their target acceptance rates unless --target-accept is given")
+    p.add_argument("--fit", action="append", metavar="FIT.nc",
+                   help="a saved fit (from `bayescale fit --out`) to use instead of fitting the runs; repeat for "
+                   "several families (fitted to the same runs): the headline numbers then come from their average")
     p.add_argument("--option", action="append", required=True,
-                   help="a planned run, e.g. \"70B,1.4T\" (N then D; suffixes K M B T) or \"N=70B,D=1.4T\"; repeat")
+                   help="a planned run: \"N=70B,D=1.4T\" or its values in the law's input order, \"70B,1.4T\" "
+                   "(sizes may carry K, M, B, T); repeat for each option")
     p.add_argument("--target-loss", type=float, required=True, help="the loss the run must reach")
     p.add_argument("--candidates", help="CSV/Parquet of pilot runs to consider for the next-run recommendation")
     p.add_argument("--out", default="report", help="output folder (default: report)")
-    _add_fit_args(p)
+    _add_fit_args(p, saved_fit=True)
     p.set_defaults(func=cmd_report)
     return ap
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (BayescaleError, ValueError, KeyError, FileNotFoundError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning  # one line each, as the errors
+        try:
+            return args.func(args)
+        except (BayescaleError, ValueError, KeyError, OSError) as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            print(f"error: {msg}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

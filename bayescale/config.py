@@ -6,7 +6,7 @@ bayescale module is imported through the package, so this runs first):
 - float64 on: arrays made before the switch stay float32;
 - one JAX CPU device per usable core (``settings["cpu.devices"]``): JAX fixes the count when its backends start, at
   the first array. If something else started them before bayescale was imported, the chains share one device,
-  which is slower but gives the same draws;
+  which is slower and gives the same draws up to floating-point rounding;
 - NumPyro imported as a package: ``import arviz`` leaves a lazy placeholder for ``numpyro`` in ``sys.modules``
   (``arviz_base.io_numpyro``), and a first ``import numpyro.distributions`` through it runs that subpackage twice,
   the copy kept lacking its submodules (``numpyro.factor`` then fails). ``import numpyro`` loads it properly;

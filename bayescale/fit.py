@@ -7,7 +7,12 @@ to predict again after a save/load: the law, the noise model, the data scales, c
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
+import pickle
+import sys
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,10 +22,11 @@ import jax
 import numpy as np
 import pandas as pd
 import xarray as xr
+from tqdm.auto import tqdm
 
-from bayescale import calibration
+from bayescale import calibration, config
 from bayescale.bands import DEFAULT_LEVELS, bands_from_draws
-from bayescale.errors import BayescaleError, FitFileError
+from bayescale.errors import BayescaleError, FitFileError, SettingError, UnknownLawError
 from bayescale.laws import Law, Scales, get_law
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
 from bayescale.noise import check_likelihood
@@ -31,6 +37,7 @@ from bayescale.sampler import SamplerSettings, run_nuts
 __all__ = ["Fit", "FitMany", "fit", "fit_many", "load_fit"]
 
 RHAT_MAX, ESS_MIN = 1.01, 400
+TARGET_ACCEPT_STEPS = (0.9, 0.95, 0.99)  # the next target_accept advised after divergences; 0.99 is the ceiling
 
 
 class Fit:
@@ -47,6 +54,8 @@ class Fit:
         self.local = None  # localize(): {"targets": DataFrame (law input names), "tau": float}
         self._diag = None
 
+    refittable = True  # :meth:`refit` works (leave-future-out calibration and comparison use it)
+
     @property
     def param_names(self) -> list[str]:
         """Sampled parameters: the law's plus the noise scale ``sigma``."""
@@ -54,9 +63,10 @@ class Fit:
 
     def __repr__(self) -> str:
         d = self.diagnostics
+        rhat = "n/a" if d["chains"] < 2 else f"{d['max_rhat']:.3f}"
         return (f"<Fit law={self.law.name} likelihood={self.likelihood} runs={len(self.runs)}"
                 f"{'' if self.group is None else f' group={self.group!r}'} chains={d['chains']} draws={d['draws']} "
-                f"max_rhat={d['max_rhat']:.3f} min_ess_bulk={d['min_ess_bulk']:.0f} divergences={d['divergences']} "
+                f"max_rhat={rhat} min_ess_bulk={d['min_ess_bulk']:.0f} divergences={d['divergences']} "
                 f"ok={self.ok}>")
 
     # -- posterior -------------------------------------------------------------------------------------
@@ -65,9 +75,16 @@ class Fit:
         return self.idata["posterior"].to_dataset()
 
     def draws(self, max_draws: int | None = None) -> dict:
-        """Posterior draws flattened over chains: dict name -> array (S,), at most ``max_draws`` evenly spaced."""
+        """Posterior draws flattened over chains: dict name -> array (S,), at most ``max_draws`` evenly spaced.
+        A NaN or infinite draw is an error naming the parameter (it would give meaningless bands)."""
         post = self.posterior
-        return thin({k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in self.param_names}, max_draws)
+        out = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in self.param_names}
+        for k, v in out.items():
+            bad = int(np.size(v) - np.isfinite(v).sum())
+            if bad:
+                raise BayescaleError(f"the posterior of parameter {k!r} has {bad} NaN/inf draw(s) of {np.size(v)}: "
+                                     "this fit cannot predict; refit it")
+        return thin(out, max_draws)
 
     def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, discrepancy=None) -> PosteriorDraws:
         """This fit's :class:`~bayescale.posterior.PosteriorDraws`, predicting with extrapolation error
@@ -113,30 +130,58 @@ class Fit:
             }
         return self._diag
 
-    @property
-    def warnings(self) -> list[str]:
-        """Readable reasons the fit should not be trusted yet (empty when :attr:`ok`)."""
+    def _checks(self) -> list[tuple[str, bool]]:
+        """(message, fails the gate) for every diagnostic that needs the user's attention."""
         d, out = self.diagnostics, []
-        if not np.isfinite(d["max_rhat"]) or d["max_rhat"] > RHAT_MAX:
-            worst = d["table"]["r_hat"].idxmax()
-            out.append(f"r-hat {d['max_rhat']:.3f} > {RHAT_MAX} (worst: {worst}): chains disagree; "
-                       "run more warm-up/draws or check for several modes")
+        rhat = d["table"]["r_hat"]
+        if d["chains"] < 2:
+            out.append(("r-hat is not available with one chain, so convergence was not checked; refit with "
+                        "chains=2 or more (CLI: --chains 2) to check it", False))
+        elif not np.isfinite(d["max_rhat"]) or d["max_rhat"] > RHAT_MAX:
+            worst = rhat.index[rhat.isna()][0] if rhat.isna().any() else rhat.idxmax()
+            out.append((f"r-hat {rhat[worst]:.3f} > {RHAT_MAX} (worst: {worst}): chains disagree; "
+                        "run more warm-up/draws or check for several modes", True))
         min_ess = ESS_MIN * d["chains"] / 4
         if d["min_ess_bulk"] < min_ess or d["min_ess_tail"] < min_ess:
-            out.append(f"effective sample size {min(d['min_ess_bulk'], d['min_ess_tail']):.0f} < {min_ess:.0f}: "
-                       "intervals are noisy; draw more samples")
+            out.append((f"effective sample size {min(d['min_ess_bulk'], d['min_ess_tail']):.0f} < {min_ess:.0f}: "
+                        "intervals are noisy; draw more samples", True))
         if d["divergences"]:
-            out.append(f"{d['divergences']} divergent transitions: the posterior has regions NUTS cannot explore; "
-                       "raise target_accept or use a simpler law")
+            out.append(self._divergence_check(d["divergences"], d["chains"] * d["draws"]))
         low = [b for b in d["bfmi"] if b < 0.3]
         if low:
-            out.append(f"E-BFMI {min(low):.2f} < 0.3 in {len(low)} chain(s): poor energy exploration")
+            out.append((f"E-BFMI {min(low):.2f} < 0.3 in {len(low)} chain(s): poor energy exploration", True))
         return out
+
+    def _divergence_check(self, n: int, total: int) -> tuple[str, bool]:
+        """Divergences: tolerated up to 1 per 1000 draws (at least 1); advice that depends on target_accept."""
+        tolerated = max(1, total // 1000)
+        accept = self.settings.target_accept
+        higher = [a for a in TARGET_ACCEPT_STEPS if a > accept + 1e-9]
+        if n <= tolerated:
+            advice = (f"to remove them, refit with target_accept={higher[0]} (CLI: --target-accept {higher[0]})"
+                      if higher else "if the bands matter, look for an outlying run (fit.loo(): Pareto k > 0.7)")
+            return (f"{n} divergent transition(s) in {total} draws (up to {tolerated} tolerated, 1 per 1000): "
+                    f"the fit passes; {advice}", False)
+        head = f"{n} divergent transitions in {total} draws (more than {tolerated} tolerated, 1 per 1000)"
+        if higher:
+            return (f"{head}: the posterior has regions NUTS cannot explore, so the bands may be off; refit with "
+                    f"target_accept={higher[0]} (CLI: --target-accept {higher[0]})", True)
+        return (f"{head} even at target_accept={accept:g}: these runs do not pin the law down; use a simpler law "
+                "(compare laws with bs.compare or `bayescale compare`), add runs where the bands are widest, or look "
+                "for an outlying run (fit.loo(): Pareto k > 0.7) and check it", True)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Readable reasons to be careful with the fit: those that fail :attr:`ok`, and notes that do not (one
+        chain, so no r-hat; a few divergences, at most 1 per 1000 draws). Empty when nothing needs attention."""
+        return [msg for msg, _ in self._checks()]
 
     @property
     def ok(self) -> bool:
-        """True when r-hat <= 1.01, ESS >= 100 per chain, no divergences and E-BFMI >= 0.3."""
-        return not self.warnings
+        """The diagnostics gate: r-hat <= 1.01 (with 2 or more chains; one chain passes with a warning that r-hat
+        is not available), bulk and tail ESS >= 100 per chain, at most 1 divergence per 1000 post-warm-up draws (at
+        least 1 tolerated) and E-BFMI >= 0.3 in every chain. :attr:`warnings` says why it fails."""
+        return not any(fails for _, fails in self._checks())
 
     def summary(self, natural: bool = True) -> pd.DataFrame:
         """Posterior mean, sd, 5%/95% quantiles and diagnostics of every parameter."""
@@ -165,15 +210,18 @@ class Fit:
         new.discrepancy = check_tau(tau)
         return new
 
-    def refit(self, runs: pd.DataFrame, seed: int | None = None, **over) -> "Fit":
-        """This fit's law, noise model and sampler settings (updated with ``over``) fitted to other ``runs`` (law
-        input columns, ``y``, optional ``se``); the result keeps this fit's column names and group."""
+    def refit(self, runs: pd.DataFrame, seed: int | None = None, law=None, **over) -> "Fit":
+        """This fit's law (or ``law``), noise model and sampler settings (updated with ``over``) fitted to other
+        ``runs`` (law input columns, ``y``, optional ``se``); the result keeps this fit's column names and group."""
         st = self.settings
         kw = dict(chains=st.num_chains, warmup=st.num_warmup, samples=st.num_samples, target_accept=st.target_accept,
                   max_tree_depth=st.max_tree_depth, dense_mass=st.dense_mass, n_starts=st.n_starts,
                   opt_steps=st.opt_steps, progress=False)
         kw.update(over)
-        new = fit(runs, self.law, y="y", inputs={n: n for n in self.law.input_names},
+        law = self.law if law is None else get_law(law)
+        if law is not self.law:
+            kw["target_accept"] = law.target_accept if "target_accept" not in over else over["target_accept"]
+        new = fit(runs, law, y="y", inputs={n: n for n in law.input_names},
                   se="se" if "se" in runs else None, likelihood=self.likelihood, df=self.df,
                   seed=self.seed if seed is None else seed, **kw)
         new.columns, new.group = dict(self.columns), self.group
@@ -182,7 +230,7 @@ class Fit:
     @staticmethod
     def _refit_with(refit_kw: dict):
         """A ``refit`` callable for :mod:`bayescale.calibration` passing ``refit_kw`` on (None: the default)."""
-        return (lambda f, runs, seed: f.refit(runs, seed=seed, **refit_kw)) if refit_kw else None
+        return (lambda f, runs, seed, law=None: f.refit(runs, seed=seed, law=law, **refit_kw)) if refit_kw else None
 
     def calibrate(self, holdout: float = 0.25, toward: str = "max", seed: int | None = None, **refit_kw) -> "Fit":
         """This fit with its extrapolation error calibrated by leave-future-out on its own runs.
@@ -278,38 +326,148 @@ class Fit:
         }
 
     def save(self, path) -> Path:
-        """Write the fit (posterior, stats, runs and metadata) to a netCDF file."""
+        """Write the fit (posterior, stats, runs and metadata) to a netCDF file, with a sha256 of each group and of
+        the metadata that :func:`load_fit` checks."""
         path = Path(path)
         tree = self.idata.copy()
         tree["runs"] = xr.Dataset.from_dataframe(self.runs.reset_index(drop=True).rename_axis("run"))
-        tree.attrs["bayescale"] = json.dumps(self._meta(), default=float)
+        meta = json.loads(json.dumps(self._meta(), default=float))  # as load_fit will read it back
+        sha = {g: _sha256(tree[g].to_dataset()) for g in tree.children}
+        sha["metadata"] = _sha256_meta(meta)
+        tree.attrs["bayescale"] = json.dumps({**meta, "sha256": sha})
         tree.to_netcdf(path, engine="h5netcdf")
         return path
 
 
+def _sha256(ds: xr.Dataset) -> str:
+    """sha256 of a dataset's variables (names, dims, values; numbers as little-endian float64)."""
+    h = hashlib.sha256()
+    for name in sorted(ds.data_vars, key=str):
+        v = ds[name].values
+        h.update(json.dumps([str(name), list(map(str, ds[name].dims)), list(v.shape)]).encode())
+        if v.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(v, dtype="<f8").tobytes())
+        else:
+            h.update("\x1f".join(map(str, v.reshape(-1))).encode())
+    return h.hexdigest()
+
+
+def _sha256_meta(meta: dict) -> str:
+    return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
+
+
+_REQUIRED_GROUPS = ("posterior", "sample_stats", "runs")
+
+
 def load_fit(path) -> Fit:
-    """Read a fit written by :meth:`Fit.save`; its law must be registered (built-ins always are)."""
+    """Read a fit written by :meth:`Fit.save`; its law must be registered (built-ins always are).
+
+    A :class:`~bayescale.errors.FitFileError` names the file and the part that is missing or wrong, including a
+    posterior, runs or metadata changed after the save (their sha256 differs). Files saved before the checksum
+    existed load with a warning that they cannot be checked.
+    """
     path = Path(path)
     if not path.exists():
         raise FitFileError(f"fit file {str(path)!r} does not exist")
     try:
         tree = xr.open_datatree(path, engine="h5netcdf").load()
         meta = json.loads(tree.attrs["bayescale"])
+        if not isinstance(meta, dict):
+            raise TypeError("the metadata is not a JSON object")
     except Exception as exc:
         raise FitFileError(f"{str(path)!r} is not a bayescale fit file or is corrupt ({type(exc).__name__}: {exc}); "
                            "refit and save it again") from exc
-    law = get_law(meta["law"])
+    missing = [g for g in _REQUIRED_GROUPS if g not in tree.children]
+    if missing:
+        raise FitFileError(f"fit file {str(path)!r} has no {', '.join(map(repr, missing))} group: it is incomplete; "
+                           "refit and save it again")
+    _check_sha256(path, tree, meta)
+    law, kw = _fit_arguments(path, meta)
     runs = tree["runs"].to_dataset().to_dataframe().reset_index(drop=True)
+    lacking = [c for c in (*law.input_names, "y") if c not in runs]
+    if lacking:
+        raise FitFileError(f"the runs in fit file {str(path)!r} lack column(s) {lacking} of law {law.name!r}; "
+                           "refit and save again")
+    post = tree["posterior"].to_dataset()
+    for name in (*law.param_names, "sigma"):
+        if name not in post:
+            raise FitFileError(f"the posterior in fit file {str(path)!r} has no parameter {name!r} of law "
+                               f"{law.name!r}; refit and save again")
+        bad = int(post[name].size - np.isfinite(post[name].values).sum())
+        if bad:
+            raise FitFileError(f"the posterior of parameter {name!r} in fit file {str(path)!r} has {bad} NaN/inf "
+                               "draw(s); refit and save again")
     idata = tree.copy()
     del idata["runs"]
     idata.attrs.pop("bayescale", None)
-    s = meta["scales"]
-    out = Fit(law, idata, Scales(**s), runs, meta["columns"], meta["likelihood"], meta["df"], meta["seed"],
-              SamplerSettings(**meta["settings"]), group=meta["group"], map_potential=meta.get("map_potential", float("nan")),
-              discrepancy=meta.get("discrepancy", 0.0))
-    if meta.get("local"):
-        out.local = {"tau": float(meta["local"]["tau"]), "targets": pd.DataFrame(meta["local"]["targets"])}
+    local = kw.pop("local")
+    out = Fit(law, idata, runs=runs, **kw)
+    out.local = local
     return out
+
+
+def _check_sha256(path: Path, tree, meta: dict) -> None:
+    sha = meta.pop("sha256", None)
+    if sha is None:
+        warnings.warn(f"fit file {str(path)!r} was saved without a checksum (an older bayescale), so changes to its "
+                      "posterior cannot be detected; save it again to add one", UserWarning, stacklevel=3)
+        return
+    if not isinstance(sha, dict):
+        raise FitFileError(f"the sha256 entry in the metadata of fit file {str(path)!r} is not a mapping: the file "
+                           "was changed after it was saved; refit and save again")
+    for part, digest in sha.items():
+        if part == "metadata":
+            now = _sha256_meta(meta)
+        else:
+            now = _sha256(tree[part].to_dataset()) if part in tree.children else None
+        if now != digest:
+            raise FitFileError(f"the {part} in fit file {str(path)!r} was changed after it was saved (its sha256 "
+                               "differs); refit and save again")
+
+
+def _fit_arguments(path: Path, meta: dict):
+    """The law and the keyword arguments of :class:`Fit` from a fit file's metadata, each key checked."""
+    where = f"fit file {str(path)!r}"
+
+    def need(key, types, what):
+        types = types if isinstance(types, tuple) else (types,)
+        if key not in meta:
+            raise FitFileError(f"the metadata of {where} has no {key!r} entry; refit and save again")
+        if not isinstance(meta[key], types) or isinstance(meta[key], bool) and bool not in types:
+            raise FitFileError(f"the {key!r} entry in the metadata of {where} must be {what}, got {meta[key]!r}; "
+                               "refit and save again")
+        return meta[key]
+
+    try:
+        law = get_law(need("law", str, "a law name"))
+    except UnknownLawError as exc:
+        raise FitFileError(f"{where} was made by law {meta['law']!r}, which is not registered: register it with "
+                           "bayescale.register_law(...) before load_fit, or refit") from exc
+    likelihood = need("likelihood", str, "a likelihood name")
+    s = need("scales", dict, "a mapping of data scales")
+    columns = need("columns", dict, "a mapping of law inputs to columns")
+    settings = need("settings", dict, "a mapping of sampler settings")
+    kw = {"df": float(need("df", (int, float), "a number")), "seed": need("seed", int, "an integer"),
+          "group": need("group", (str, type(None)), "a group name or null"), "columns": columns,
+          "map_potential": float(meta.get("map_potential", float("nan")))}
+    try:
+        kw["likelihood"] = check_likelihood(likelihood)
+        kw["scales"] = Scales(**s)
+        for k in ("y_min", "y_max", "y_med"):
+            if not (isinstance(s[k], (int, float)) and np.isfinite(s[k])):
+                raise ValueError(f"scales[{k!r}] must be a finite number, got {s[k]!r}")
+        for k in ("center", "lo", "hi"):
+            if not isinstance(s[k], dict) or set(s[k]) != set(law.input_names):
+                raise ValueError(f"scales[{k!r}] must map each input of law {law.name!r} {list(law.input_names)} "
+                                 f"to a number, got {s[k]!r}")
+        kw["settings"] = SamplerSettings(**settings)
+        kw["discrepancy"] = check_tau(meta.get("discrepancy", 0.0))
+        loc = meta.get("local")
+        kw["local"] = None if not loc else {"tau": check_tau(loc["tau"]), "targets": pd.DataFrame(loc["targets"])}
+    except (TypeError, ValueError, KeyError) as exc:
+        raise FitFileError(f"the metadata of {where} is not valid ({type(exc).__name__}: {exc}); refit and save "
+                           "again") from exc
+    return law, kw
 
 
 def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):
@@ -348,15 +506,33 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
 
 
 def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None) -> Fit:
-    law = rd.law
+    frame, data, scales = _lone_curve(rd, group)
+    out = _sample(rd.law, rd.likelihood, df, settings, data, _key(seed), progress=progress, label=f"NUTS {rd.law.name}")
+    return _as_fit(rd, df, settings, seed, group, frame, scales, out)
+
+
+def _lone_curve(rd: RunData, group):
+    """One curve's runs, the model's data padded for a fit of that curve alone, and its scales."""
     frame = rd.curve(group).drop(columns=["group"], errors="ignore").reset_index(drop=True)
-    data, scales = curve_data(law, frame, pad_length(len(frame)))
-    model = build_model(law, rd.likelihood, df)
-    samples, ll, stats, vbest = run_nuts(model, data, jax.random.PRNGKey(seed), settings, len(law.params) + 1,
-                                         progress=progress, label=f"NUTS {law.name}")
-    idata = _to_idata(law, samples, ll, stats, frame)
-    return Fit(law, idata, scales, frame, rd.columns, rd.likelihood, df, seed, settings, group=group,
-               map_potential=float(vbest))
+    return frame, *curve_data(rd.law, frame, pad_length(len(frame)))
+
+
+def _key(seed: int) -> np.ndarray:
+    return np.asarray(jax.random.PRNGKey(seed))
+
+
+def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, joint=False, progress=False,
+            label="NUTS"):
+    """:func:`~bayescale.sampler.run_nuts` of ``law``'s model: one curve, or a batch with ``batched``."""
+    return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1, batched=batched,
+                    progress=progress, label=label, joint=joint)
+
+
+def _as_fit(rd: RunData, df, settings, seed, group, frame, scales, out) -> Fit:
+    """The :class:`Fit` of one curve from its :func:`_sample` outputs."""
+    samples, ll, stats, vbest = out
+    return Fit(rd.law, _to_idata(rd.law, samples, ll, stats, frame), scales, frame, rd.columns, rd.likelihood, df,
+               seed, settings, group=group, map_potential=float(vbest))
 
 
 class FitMany(dict):
@@ -400,19 +576,56 @@ class FitMany(dict):
 def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None, se=None, lower=None, upper=None,
              likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000, samples: int = 1000,
              seed: int = 0, progress: bool | None = None, refit_flagged: bool = True, batch_size: int | None = None,
-             joint: bool = False, **sampler) -> FitMany:
+             joint: bool = False, executor=None, **sampler) -> FitMany:
     """Fit ``law`` to every group of ``runs`` with vectorised NUTS (CPU, or GPU when JAX sees one).
 
     Curves are padded to a common length, so one compiled program serves them all, and sampled ``batch_size`` at a
     time (vmapped), each with its own step size and mass matrix. A vectorised NUTS step costs as much as the longest
     trajectory in the batch, and on a CPU the arithmetic of a few lanes already fills the cores: there batches of
     one curve (its chains vectorised) were fastest (``benchmarks/batching.py``), so that is the CPU default; on a
-    GPU the default is all curves at once. With ``refit_flagged``, a curve whose diagnostics fail is refitted alone
-    with twice the warm-up. ``joint=True`` instead samples each batch in one NUTS run over all its curves, each
-    whitened by its Laplace approximation (``joint`` of :func:`bayescale.sampler.run_nuts`): no lock step, but a shared step size,
-    and a divergence counts against every curve of the batch.
-    Each curve's random key depends on ``seed`` and its position only, not on the batching.
+    GPU the default is all curves at once. Each curve's random key depends on ``seed`` and its position only.
+
+    Past one machine, ``executor`` ships the batches to workers and gathers the draws; diagnostics, the refits of
+    flagged curves (also on the workers) and the result are the local run's, draw for draw. Point it at a cluster
+    with ``dask.distributed.Client("scheduler:8786")``; on one machine use ``ProcessPoolExecutor(n,
+    mp_context=multiprocessing.get_context("spawn"))`` (a forked child inherits JAX's threads and can deadlock).
+    Each worker process sets itself up at its first batch, before JAX starts there: single-threaded XLA
+    (``XLA_FLAGS``) and as many CPU devices as this process has, because the draws depend on how many devices the
+    chains are split across (in the last digits). A worker thus runs one chain per core on up to ``chains`` cores;
+    for one-core workers (``dask worker --nworkers N --nthreads 1``) start this process with
+    ``BAYESCALE_CPU_DEVICES=1`` (its own fits then use one device too). A worker that already ran JAX keeps its
+    devices and threads: valid draws, but not bit-identical, and oversubscribed cores. The law travels by value
+    when it pickles (its functions defined at module level of an importable module), else by registered name:
+    built-in laws are registered in every worker; register your own there first, e.g.
+    ``client.run(bs.register_law, my_law, overwrite=True)`` (Dask pickles lambdas) or
+    ``ProcessPoolExecutor(..., initializer=mymodule.register)``. The routes combine: a GPU worker samples a large
+    batch in one vmapped program, so with one GPU worker per node pass ``batch_size`` = curves per GPU (the
+    default follows this process's backend: one curve per batch on a CPU); identical draws need the same backend.
+
+    Parameters
+    ----------
+    runs, law, group, y, x, inputs, se, lower, upper, likelihood, df, chains, warmup, samples, seed, progress
+        As for :func:`fit`; ``group`` names the column whose values are the curves.
+    refit_flagged : bool
+        Refit a curve whose diagnostics fail alone with twice the warm-up; the better of the two fits is kept.
+    batch_size : int, optional
+        Curves per vmapped batch (default: 1 on a CPU, all curves on a GPU).
+    joint : bool
+        Sample each batch in one NUTS run over all its curves, each whitened by its Laplace approximation
+        (``joint`` of :func:`bayescale.sampler.run_nuts`): no lock step, but a shared step size, and a divergence
+        counts against every curve of the batch.
+    executor : optional
+        Anything with ``submit(fn, *args)`` returning a future with ``result()``: a ``dask.distributed.Client``
+        (or its ``get_executor()``), a ``concurrent.futures`` executor, ... None: sample in this process.
+    **sampler
+        NUTS settings (see :func:`fit`).
+
+    Returns
+    -------
+    FitMany
+        A dict group -> :class:`Fit`, with ``refitted`` (the groups refitted) and :meth:`FitMany.summary`.
     """
+    _check_executor(executor)
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
     law = rd.law
@@ -421,34 +634,126 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
     n_pad = batch_pad_length(max(len(f) for f in frames))
     built = [curve_data(law, f, n_pad) for f in frames]
-    model = build_model(law, rd.likelihood, df)
     if batch_size is None:
         batch_size = 1 if jax.default_backend() == "cpu" else len(groups)
     size = max(1, min(int(batch_size), len(groups)))
     order = sorted(range(len(groups)), key=lambda i: len(frames[i]))
     root = jax.random.PRNGKey(seed)
-    per_curve = [None] * len(groups)
-    n_batches = -(-len(groups) // size)
-    for b in range(n_batches):
+    batches, jobs = [], []
+    for b in range(-(-len(groups) // size)):
         idx = order[b * size:(b + 1) * size]
         padded = idx + [idx[-1]] * (size - len(idx))  # same shapes for the last batch: no recompilation
-        batch = jax.tree.map(lambda *a: np.stack(a), *[built[i][0] for i in padded])
-        keys = np.stack([np.asarray(jax.random.fold_in(root, i)) for i in padded])
-        out = run_nuts(model, batch, keys, settings, len(law.params) + 1, batched=True, progress=progress,
-                       label=f"NUTS {law.name} batch {b + 1}/{n_batches}", joint=joint)
+        batches.append(idx)
+        jobs.append((jax.tree.map(lambda *a: np.stack(a), *[built[i][0] for i in padded]),
+                     np.stack([np.asarray(jax.random.fold_in(root, i)) for i in padded])))
+    outs = _sample_jobs(rd, df, settings, jobs, True, joint, executor, progress, f"NUTS {law.name} batch")
+    fits = {}
+    for idx, out in zip(batches, outs):
         for j, i in enumerate(idx):
-            per_curve[i] = jax.tree.map(lambda a: a[j], out)
-    fits, refitted = {}, []
-    for i, (g, frame) in enumerate(zip(groups, frames)):
-        samples_, ll, stats, vbest = per_curve[i]
-        idata = _to_idata(law, samples_, ll, stats, frame)
-        f = Fit(law, idata, built[i][1], frame, rd.columns, rd.likelihood, df, seed, settings, group=g,
-                map_potential=float(vbest))
-        if refit_flagged and not f.ok:
-            retry = SamplerSettings.for_law(law, chains, 2 * warmup, samples, **sampler)
-            f2 = _fit_prepared(rd, df, retry, seed + 1000 + i, progress=False, group=g)
-            refitted.append(g)
-            if len(f2.warnings) <= len(f.warnings):
-                f = f2
-        fits[g] = f
+            fits[groups[i]] = _as_fit(rd, df, settings, seed, groups[i], frames[i], built[i][1],
+                                      jax.tree.map(lambda a: a[j], out))
+    fits = {g: fits[g] for g in groups}
+    flagged = [i for i, g in enumerate(groups) if refit_flagged and not fits[g].ok]
+    retry = SamplerSettings.for_law(law, chains, 2 * warmup, samples, **sampler)
+    lone = [_lone_curve(rd, groups[i]) for i in flagged]
+    outs = _sample_jobs(rd, df, retry, [(data, _key(seed + 1000 + i)) for i, (_, data, _) in zip(flagged, lone)],
+                        False, False, executor, False, f"NUTS {law.name} refit")
+    refitted = []
+    for i, (frame, _, scales), out in zip(flagged, lone, outs):
+        g = groups[i]
+        f2 = _as_fit(rd, df, retry, seed + 1000 + i, g, frame, scales, out)
+        refitted.append(g)
+        if len(f2.warnings) <= len(fits[g].warnings):
+            fits[g] = f2
     return FitMany(fits, law, refitted)
+
+
+# -- fleets: fit_many's jobs on an executor's workers ------------------------------------------------------------
+# XLA has no thread-count flag: a CPU device runs its program on one thread (NUTS's ops are too small to split), and
+# this keeps Eigen's library calls (large matrix products) on that thread too.
+_ONE_THREAD_FLAG = "--xla_cpu_multi_thread_eigen=false"
+_WORKER: dict = {}
+
+
+def _check_executor(executor) -> None:
+    if executor is None:
+        return
+    if not callable(getattr(executor, "submit", None)):
+        raise SettingError(f"executor must have a submit(fn, *args) method whose futures have .result() (a "
+                           "dask.distributed Client, a concurrent.futures executor, ...); got "
+                           f"{type(executor).__name__}. Pass executor=None to fit in this process.")
+    context = getattr(executor, "_mp_context", None)  # a ProcessPoolExecutor's start method (no public accessor)
+    if context is not None and context.get_start_method() == "fork":
+        raise SettingError("this ProcessPoolExecutor forks its workers, and a forked child inherits JAX's threads "
+                           "and can deadlock; create it with mp_context=multiprocessing.get_context('spawn')")
+
+
+def _law_ref(law: Law):
+    """What travels to the workers for ``law``: the Law when it pickles (no lambdas), else its registered name."""
+    try:
+        pickle.dumps(law)
+        return law
+    except (pickle.PicklingError, AttributeError, TypeError):
+        pass
+    try:
+        registered = get_law(law.name) is law
+    except UnknownLawError:
+        registered = False
+    if not registered:
+        raise SettingError(f"law {law.name!r} does not pickle and is not registered under its name, so the workers "
+                           "cannot get it: register it (bayescale.register_law) here and in each worker, or define "
+                           "its functions at module level of an importable module")
+    return law.name
+
+
+def _sample_jobs(rd: RunData, df, settings, jobs: list, batched: bool, joint: bool, executor, progress, label):
+    """The :func:`_sample` outputs of each ``(data, keys)`` job, in order: here one after the other, or on
+    ``executor``'s workers."""
+    if executor is None:
+        return [_sample(rd.law, rd.likelihood, df, settings, data, keys, batched, joint, progress,
+                        f"{label} {j + 1}/{len(jobs)}") for j, (data, keys) in enumerate(jobs)]
+    ref = _law_ref(rd.law) if jobs else None
+    devices = jax.local_device_count() if jax.default_backend() == "cpu" else 1
+    futures = [executor.submit(_worker_sample, devices, ref, rd.likelihood, df, settings, data, keys, batched, joint)
+               for data, keys in jobs]
+    if sys.stderr.isatty() if progress is None else progress:
+        futures = tqdm(futures, desc=label, file=sys.stderr, leave=False)
+    return [f.result() for f in futures]
+
+
+def _worker_sample(devices: int, law_ref, likelihood: str, df, settings, data, keys, batched: bool, joint: bool):
+    """One job in a worker process: its set-up (first job only), then :func:`_sample`, outputs as numpy arrays."""
+    _worker_setup(devices)
+    try:
+        law = get_law(law_ref)
+    except UnknownLawError:
+        raise UnknownLawError(f"law {law_ref!r} is not registered in worker process {os.getpid()}: register it "
+                              "there before fitting (Dask: client.run(bayescale.register_law, law); "
+                              "ProcessPoolExecutor: initializer=), or define its functions at module level of an "
+                              "importable module so that the law itself travels") from None
+    return _sample(law, likelihood, df, settings, data, keys, batched, joint)
+
+
+def _worker_setup(devices: int) -> None:
+    """``devices`` CPU devices (the submitting process's count), each on one thread, for this worker process, if JAX
+    has not started its backends here.
+
+    The draws depend on how many devices the chains are split across (:func:`bayescale.sampler.chain_devices`), so
+    a worker with the submitting process's count samples exactly as it would. Unpickling a job imports bayescale,
+    which imports JAX but starts no backend, so the device count and ``XLA_FLAGS`` (read when the CPU backend
+    starts) still take effect; once JAX has started they cannot change and the process keeps its own.
+    """
+    if _WORKER:
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", devices)
+    except RuntimeError:  # JAX already started in this process
+        pass
+    else:
+        config.settings["cpu.devices"] = devices  # or config.setup() would set the default count again
+        flags = os.environ.get("XLA_FLAGS", "").split()
+        # (a value not starting with "--" names a flags file, which XLA reads instead)
+        name = _ONE_THREAD_FLAG.split("=")[0]
+        if (not flags or flags[0].startswith("--")) and not any(f.startswith(name) for f in flags):
+            os.environ["XLA_FLAGS"] = " ".join([*flags, _ONE_THREAD_FLAG])
+    _WORKER["ready"] = True

@@ -5,11 +5,16 @@ model (:mod:`bayescale.model`) and by every NumPy consumer of posterior draws (:
 
 - ``"lognormal"`` (default): multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a relative error;
 - ``"normal"``: ``y ~ Normal(mu, s)`` (y units);
-- ``"studentt"``: ``y ~ StudentT(df, mu, s)``, robust to outlying runs (``df`` default 4).
+- ``"studentt"``: ``y ~ StudentT(df, mu, s)``, robust to outlying runs (``df`` default 4);
+- ``"beta"``: bounded metrics in [0, 1] (accuracy, error rate), zeros and ones included: ``y' ~ Beta(m phi,
+  (1 - m) phi)`` with ``y' = e + (1 - 2e) y`` and ``m`` the same squeeze of ``mu`` (``e`` = :data:`SQUEEZE`, as
+  Smithson & Verkuilen 2006 squeeze 0/1 outcomes), ``phi = 1 / s^2 - 1``: ``s`` is the sd relative to the largest
+  a Bernoulli-like metric can have, ``sd(y') = s sqrt(m (1 - m))``.
 
 The scale ``s`` adds in quadrature the noise scale ``sigma``, a known measurement error ``se`` of the run (y units;
-``se / y`` in log space) and an ``extra`` relative error (ln units; ``extra * mu`` in y units), e.g. the error a
-local fit gives a far run: ``s = sqrt(sigma^2 + se^2 + extra^2)`` in the likelihood's own units.
+``se / y`` in log space, ``se / sqrt(m (1 - m))`` for beta) and an ``extra`` relative error (ln units; ``extra * mu``
+in y units), e.g. the error a local fit gives a far run: ``s = sqrt(sigma^2 + se^2 + extra^2)`` in the
+likelihood's own units.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import numpyro.distributions as dist
 
 __all__ = ["LIKELIHOODS", "check_likelihood", "log_prob", "noise_dist", "sample", "sigma_prior"]
 
-LIKELIHOODS = ("lognormal", "normal", "studentt")
+LIKELIHOODS = ("lognormal", "normal", "studentt", "beta")
+SQUEEZE = 1e-3  # beta noise: outcomes 0 and 1 sit this far inside (0, 1)
+MAX_REL_SD = 0.99  # beta noise: s below 1 keeps phi > 0
 TINY = 1e-300  # floor of mu under ln, so a law that reaches 0 gives a finite (very unlikely) density
 
 
@@ -33,7 +40,10 @@ def check_likelihood(likelihood: str) -> str:
 
 
 def sigma_prior(likelihood: str, scales):
-    """Noise scale: half-normal, 0.1 relative (log space) or 0.1 of the typical y (``scales.y_med``)."""
+    """Noise scale: half-normal, 0.1 relative (log space), 0.2 of the largest sd (beta) or 0.1 of the typical y
+    (``scales.y_med``)."""
+    if likelihood == "beta":
+        return dist.HalfNormal(0.2)
     return dist.HalfNormal(0.1) if likelihood == "lognormal" else dist.HalfNormal(0.1 * scales.y_med)
 
 
@@ -44,6 +54,15 @@ def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0,
     relative error (ln units). Both add to ``sigma`` in quadrature (see the module docstring).
     """
     var = sigma**2
+    if likelihood == "beta":
+        m = SQUEEZE + (1 - 2 * SQUEEZE) * jnp.clip(mu, 0.0, 1.0)
+        if se is not None:
+            var = var + se**2 / (m * (1 - m))
+        if extra is not None:
+            var = var + extra**2
+        phi = 1.0 / jnp.minimum(var, MAX_REL_SD**2) - 1.0
+        unsqueeze = dist.transforms.AffineTransform(-SQUEEZE / (1 - 2 * SQUEEZE), 1.0 / (1 - 2 * SQUEEZE))
+        return dist.TransformedDistribution(dist.Beta(m * phi, (1 - m) * phi), unsqueeze)
     if likelihood == "lognormal":
         if se is not None:
             var = var + (se / y_ref) ** 2
@@ -65,7 +84,8 @@ def log_prob(likelihood: str, y, mu, sigma, df: float = 4.0, **errors) -> np.nda
 
 def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.ndarray:
     """One new run per element of ``mu`` (broadcast with ``sigma``) as a NumPy array; ``seed``: an int or a
-    ``numpy.random.Generator`` (a JAX key is drawn from it)."""
+    ``numpy.random.Generator`` (a JAX key is drawn from it). Beta noise: runs in [0, 1], exact 0s and 1s included."""
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2**31))
-    return np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.PRNGKey(seed)))
+    y = np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.PRNGKey(seed)))
+    return np.clip(y, 0.0, 1.0) if likelihood == "beta" else y  # the squeeze's margin maps to 0 and 1

@@ -80,6 +80,12 @@ class PyMCFit(Fit):
                              seed=seed)
         return PosteriorDraws([comp], source=self.law.name)
 
+    refittable = False  # a PyMC model's data and priors are the user's: it cannot be refitted to other runs
+
+    def refit(self, runs, seed=None, law=None, **over):
+        raise BayescaleError("a PyMC fit cannot be refitted to other runs by bayescale (rebuild the PyMC model on "
+                             "them); leave-future-out needs refits: compare it with ic='loo'")
+
     def save(self, path):
         raise NotImplementedError("saving a PyMCFit is not supported (it would need the PyMC model to predict again); "
                                   "save the posterior with fit.idata.to_netcdf(path) and refit or rebuild the model")

@@ -11,6 +11,7 @@ Every check raises :class:`~bayescale.errors.RunTableError` naming the column, t
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,16 +19,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayescale.errors import RunTableError
+from bayescale.errors import RunTableError, SettingError
 from bayescale.laws import Law, Scales, get_law, list_laws
 
-__all__ = ["RunData", "default_cost", "distance_beyond", "outside", "prepare_runs", "query_points", "read_runs", "scales_for", "transform_inputs"]
+__all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "outside", "parse_number", "parse_size",
+           "prepare_runs", "query_points", "read_runs", "scales_for", "transform_inputs"]
 
 Z95 = 1.959963984540054
 
 
 def read_runs(runs) -> pd.DataFrame:
-    """A DataFrame as is, or read from a ``.csv``/``.parquet`` path."""
+    """A DataFrame as is, or read from a ``.csv``/``.tsv``/``.parquet`` path.
+
+    A text file whose header reads as one column holding ``;`` or tabs is read again with that separator (and,
+    for ``;``, decimal commas in otherwise non-numeric columns), with a warning saying so: the header makes the
+    separator unambiguous, and a value misread that way still fails the column checks of :func:`prepare_runs`.
+    """
     if isinstance(runs, pd.DataFrame):
         return runs
     if isinstance(runs, (str, Path)):
@@ -36,11 +43,38 @@ def read_runs(runs) -> pd.DataFrame:
             raise RunTableError(f"run table {str(path)!r} does not exist")
         if path.suffix.lower() in (".parquet", ".pq"):
             return pd.read_parquet(path)
+        sep = "\t" if path.suffix.lower() == ".tsv" else ","
         try:
-            return pd.read_csv(path)
+            df = pd.read_csv(path, sep=sep)
+            header = str(df.columns[0]) if df.shape[1] == 1 else ""
+            other = max((";", "\t"), key=header.count) if (";" in header or "\t" in header) else None
+            if other is not None:
+                df = _decimal_commas(pd.read_csv(path, sep=other)) if other == ";" else pd.read_csv(path, sep=other)
         except Exception as exc:  # pandas' own parse errors are cryptic about the file
             raise RunTableError(f"could not read {str(path)!r} as CSV: {exc}") from exc
+        if other is not None:
+            name = "';'" if other == ";" else "tab"
+            warnings.warn(f"{str(path)!r} looks {name}-separated (its header has no ','); read it as such: columns "
+                          f"{list(map(str, df.columns))}" + (" (decimal commas read as points)"
+                                                             if df.attrs.pop("decimal_commas", False) else ""),
+                          UserWarning, stacklevel=2)
+        return df
     raise RunTableError(f"runs must be a pandas DataFrame or a path to a CSV/Parquet file, got {type(runs).__name__}")
+
+
+def _decimal_commas(df: pd.DataFrame) -> pd.DataFrame:
+    """Text columns whose every value is a number once a decimal comma is read as a point, converted."""
+    for col in df.columns:
+        if pd.api.types.is_numeric_dtype(df[col]):
+            continue
+        text = df[col].astype(str).str.strip()
+        if not text.str.contains(",", regex=False).any():
+            continue
+        conv = pd.to_numeric(text.str.replace(",", ".", regex=False), errors="coerce")
+        if conv[df[col].notna()].notna().all():
+            df[col] = conv
+            df.attrs["decimal_commas"] = True
+    return df
 
 
 @dataclass
@@ -153,8 +187,18 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
         bad = (out["y"] <= 0).to_numpy()
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
+            bounded = law.y_range[0] >= 0 and law.y_range[1] <= 1 and ((out["y"] >= 0) & (out["y"] <= 1)).all()
             raise RunTableError(f"column {y!r} must be > 0 for the default multiplicative (log-space) noise; "
-                                f"{_row_label(df, pos)} is {_fmt(out['y'].iloc[pos])}. Use likelihood='normal' or 'studentt'.")
+                                f"{_row_label(df, pos)} is {_fmt(out['y'].iloc[pos])}. Use "
+                                + ("likelihood='beta' (bounded metrics, zeros allowed)" if bounded
+                                   else "likelihood='normal' or 'studentt'") + ".")
+    if likelihood == "beta":
+        bad = ((out["y"] < 0) | (out["y"] > 1)).to_numpy()
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise RunTableError(f"column {y!r} must lie in [0, 1] for likelihood='beta' (a bounded metric such as "
+                                f"accuracy); {_row_label(df, pos)} is {_fmt(out['y'].iloc[pos])}. Percentages? "
+                                "Divide by 100.")
     columns = {**mapping, "y": y}
     if se is not None and (lower is not None or upper is not None):
         raise RunTableError("give either se= or lower=/upper=, not both")
@@ -221,23 +265,147 @@ def scales_for(law: Law, frame: pd.DataFrame) -> Scales:
                   center=center, lo=lo, hi=hi)
 
 
+SIZE_SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+_NUMBER = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([KMBGTP]?)$", re.IGNORECASE)
+
+
+def parse_number(text) -> float:
+    """A finite number, written with an optional size suffix: ``"70B"`` -> 7e10, ``"1.4T"``, ``"350M"``, ``"2K"``
+    (K, M, B or G, T, P), or plain, ``"7e10"``, ``"-0.5"``."""
+    if isinstance(text, (int, float, np.integer, np.floating)) and not isinstance(text, bool):
+        v = float(text)
+    else:
+        m = _NUMBER.match(str(text).strip())
+        if not m:
+            raise SettingError(f"could not read {text!r} as a number: write e.g. 7e10 or 0.5, or a size with a suffix "
+                               "K, M, B (or G), T, P such as 70B, 1.4T, 350M")
+        v = float(m.group(1)) * SIZE_SUFFIXES[m.group(2).upper()] if m.group(2) else float(m.group(1))
+    if not math.isfinite(v):
+        raise SettingError(f"{text!r} is not a finite number")
+    return v
+
+
+def parse_size(text) -> float:
+    """A positive :func:`parse_number`: ``"70B"`` -> 7e10, ``"1.4T"`` -> 1.4e12, ``"7e10"``."""
+    v = parse_number(text)
+    if v <= 0:
+        raise SettingError(f"size {text!r} must be a positive number, e.g. 70B, 1.4T or 7e10")
+    return v
+
+
+def _points_example(law: Law) -> str:
+    sample = {"N": ("70B", "35B"), "D": ("1.4T", "2.8T"), "C": ("1e21", "1e22"), "M": ("20", "80")}
+    rows = [",".join(f"{i.name}={sample.get(i.name, ('1e9', '1e10') if i.scale == 'log' else ('2.5', '2'))[r]}"
+                     for i in law.inputs) for r in (0, 1)]
+    return f"'{rows[0]}' (one point) or '{rows[0]};{rows[1]}' (two)"
+
+
+def _parse_points(law: Law, text: str, columns: dict | None) -> pd.DataFrame:
+    """Points written as rows separated by ';', each ``name=value,...`` or its values alone in input order.
+
+    The older column form, each input once with its values separated by ';' (``N=7e10;1e9,D=1.4e12;2e10``), is
+    read too: a ';' inside a comma group that holds the only '=' cannot start a row, because such a row would mix
+    unnamed and named values or give too few of them (with one input the two readings agree).
+    """
+    names = law.input_names
+
+    def fail(why: str):
+        return RunTableError(f"could not parse points {text!r}: {why}. Write one point per ';'-separated row, each "
+                             f"row name=value,...: e.g. {_points_example(law)}; values may carry a size suffix "
+                             "K, M, B (or G), T, P")
+
+    alias = {n: n for n in names} | {c: n for n, c in (columns or {}).items() if n in names}
+    body = text.strip().strip(";")  # a stray ';' at either end starts no row
+    groups = [g.strip() for g in body.split(",")]
+    if ";" in body and all(g.count("=") == 1 and g.split("=")[0].strip() for g in groups):
+        cols = {k.strip(): [v.strip() for v in vs.split(";")] for k, vs in (g.split("=") for g in groups)}
+        counts = {k: len(v) for k, v in cols.items()}
+        if len(cols) < len(groups):
+            raise fail("it names an input twice")
+        if len(set(counts.values())) > 1:
+            raise fail("the inputs have different numbers of values ("
+                       + ", ".join(f"{k}: {n}" for k, n in counts.items()) + ")")
+        rows = [{k: v[i] for k, v in cols.items()} for i in range(next(iter(counts.values())))]
+    else:
+        rows = []
+        for row in (r.strip() for r in text.split(";")):
+            items = [p.strip() for p in row.split(",") if p.strip()]
+            if not items:
+                continue
+            named = ["=" in p for p in items]
+            if all(named):
+                keys = [p.split("=", 1)[0].strip() for p in items]
+                if len(set(keys)) < len(keys):
+                    raise fail(f"row {row!r} names an input twice")
+                rows.append({k: p.split("=", 1)[1].strip() for k, p in zip(keys, items)})
+            elif any(named):
+                raise fail(f"row {row!r} mixes named and unnamed values; name all of them or none")
+            elif len(items) != len(names):
+                raise fail(f"row {row!r} gives {len(items)} value(s) but law {law.name!r} needs {len(names)} values "
+                           f"({', '.join(names)}), in that order or named")
+            else:
+                rows.append(dict(zip(names, items)))
+    if not rows:
+        raise fail("it gives no point")
+    scale = {i.name: i.scale for i in law.inputs}
+    out = []
+    for row in rows:
+        keyed = {alias.get(k, k): v for k, v in row.items()}
+        missing, unknown = [n for n in names if n not in keyed], [k for k in row if k not in alias]
+        if missing or unknown or len(keyed) < len(row):
+            shown = ",".join(f"{k}={v}" for k, v in row.items())
+            known = ", ".join(names) + ("" if not columns else " or the fitted columns "
+                                        + ", ".join(columns[n] for n in names if n in columns))
+            problems = ([f"missing {', '.join(missing)}"] if missing else []) + (
+                [f"unknown {', '.join(unknown)}"] if unknown else []) + (
+                ["names an input twice"] if len(keyed) < len(row) else [])
+            raise fail(f"point {shown!r}: {'; '.join(problems)} (the inputs are {known})")
+        point = {}
+        for n in names:
+            try:
+                point[n] = parse_size(keyed[n]) if scale[n] == "log" else parse_number(keyed[n])
+            except SettingError as exc:
+                why = ("is not a number" if not _NUMBER.match(keyed[n]) else "is not finite" if "finite" in str(exc)
+                       else "must be a positive number (a size)")
+                raise fail(f"{n}={keyed[n]!r} {why}") from None
+        out.append(point)
+    return pd.DataFrame(out, columns=list(names))
+
+
+def _floats(name, values) -> np.ndarray:
+    """``values`` as a float array, reading strings with :func:`parse_number`."""
+    a = np.atleast_1d(np.asarray(values))
+    if a.dtype.kind not in "OUST":
+        return a.astype(float)
+    try:
+        return np.array([parse_number(v) for v in a.ravel()], dtype=float).reshape(a.shape)
+    except SettingError as exc:
+        raise RunTableError(f"query input {name}: {exc}") from None
+
+
 def query_points(law: Law, at, columns: dict | None = None) -> pd.DataFrame:
     """Query points as a DataFrame with one column per law input.
 
-    ``at`` may be a DataFrame (law input names or the fitted columns' names), a dict of arrays, a string like
-    ``"N=7e10,D=1.4e12"``, or (one-input laws) a number or array.
+    ``at`` may be a DataFrame (law input names or the fitted columns' names), a dict of arrays, a string, or
+    (one-input laws) a number or array. A string gives one point per ';'-separated row, each row
+    ``name=value,...`` (names of inputs or fitted columns) or its values alone in the law's input order, values
+    with an optional size suffix K, M, B (or G), T, P: ``"N=70B,D=1.4T;N=35B,D=2.8T"`` or ``"70B,1.4T;35B,2.8T"``
+    are two points. The older column form ``"N=7e10;1e9,D=1.4e12;2e10"`` is still read.
     """
     names = law.input_names
     back = {v: k for k, v in (columns or {}).items() if k in names}
     if isinstance(at, str):
-        try:
-            at = {k.strip(): [float(v) for v in vs.split(";")] for k, vs in (kv.split("=") for kv in at.split(","))}
-        except ValueError:
-            raise RunTableError(f"could not parse query {at!r}; write it as 'N=7e10,D=1.4e12' (';' separates several values)") from None
-    if isinstance(at, pd.DataFrame):
+        frame = _parse_points(law, at, columns)
+    elif isinstance(at, pd.DataFrame):
         frame = at.rename(columns=back)
     elif isinstance(at, dict):
-        frame = pd.DataFrame({back.get(k, k): np.atleast_1d(np.asarray(v, dtype=float)) for k, v in at.items()})
+        values = {back.get(k, k): _floats(k, v) for k, v in at.items()}
+        counts = {k: len(v) for k, v in values.items()}
+        if len(set(counts.values())) > 1:
+            raise RunTableError("query inputs have different numbers of values (" + ", ".join(
+                f"{k}: {n}" for k, n in counts.items()) + "); give every input one value per point, e.g. {"
+                + ", ".join(f"'{n}': [..., ...]" for n in names) + "}")
+        frame = pd.DataFrame(values)
     else:
         if len(names) != 1:
             raise RunTableError(f"law {law.name!r} has inputs {list(names)}: pass at= as a dict or DataFrame with those keys")
@@ -253,6 +421,16 @@ def query_points(law: Law, at, columns: dict | None = None) -> pd.DataFrame:
         if inp.scale == "log" and np.any(v <= 0):
             raise RunTableError(f"query input {inp.name} must be > 0; got {_fmt(v[v <= 0][0])}")
     return frame
+
+
+def run_size(law: Law, frame: pd.DataFrame) -> np.ndarray:
+    """How large each run is, to order them for leave-future-out: the sum of its log-scale inputs (ln units; linear
+    inputs as they are)."""
+    tot = np.zeros(len(frame))
+    for inp in law.inputs:
+        v = frame[inp.name].to_numpy(float)
+        tot += np.log(v) if inp.scale == "log" else v
+    return tot
 
 
 def default_cost(N, D):

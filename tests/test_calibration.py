@@ -1,6 +1,7 @@
 """Extrapolation discrepancy: tau estimation, calibrated coverage on simulated errors, and its effect on bands."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import FAST, chinchilla_truth
 
@@ -72,8 +73,31 @@ def test_bad_holdout_and_tau(chinchilla_fit):
         chinchilla_fit.calibrate(toward="up")
     with pytest.raises(ValueError, match="tau"):
         chinchilla_fit.with_discrepancy(-1.0)
-    with pytest.raises(bs.RunTableError, match="holdout"):
-        chinchilla_fit.calibrate(holdout=0.95)
+
+
+
+@pytest.mark.parametrize("n_runs, law, method", [(5, "M3", "holdout"), (6, "M4", "simpler law"),
+                                                 (7, "M4", "prequential")])
+def test_short_ladders_are_never_refused(n_runs, law, method):
+    """Pilot ladders of 5-7 runs (M4 needs 6 points, M3 4): leave-future-out falls back to one-step-ahead refits,
+    of a simpler law when the law cannot be refitted without a run, and says which it used."""
+    x = np.geomspace(1e6, 1e9, n_runs)
+    y = 0.3 + 2.0 * x**-0.15 * np.exp(np.random.default_rng(n_runs).normal(0, 0.01, n_runs))
+    f = bs.fit(pd.DataFrame({"x": x, "y": y}), law, x="x", y="y", seed=0, **FAST)
+    cal = f.calibrate(seed=1)
+    assert cal.calibration.method.startswith(method)
+    assert len(cal.calibration.heldout) >= 1 and np.isfinite(cal.discrepancy)
+    assert (cal.calibration.heldout["beyond"] > 0).all()
+
+
+def test_no_run_to_hold_out_warns_and_keeps_tau_zero():
+    """Five runs of the sigmoid law (5 points needed, no simpler law in C): nothing to hold out, said so."""
+    c = np.geomspace(1e18, 1e24, 5)
+    y = 0.25 + 0.6 / (1 + np.exp(-0.8 * (np.log(c) - np.log(1e21))))
+    f = bs.fit(pd.DataFrame({"C": c, "acc": y}), "sigmoid", x="C", y="acc", seed=0, **FAST)
+    with pytest.warns(UserWarning, match="no run of the 5 can be held out"):
+        cal = f.calibrate()
+    assert cal.discrepancy == 0.0 and cal.calibration.method == "none"
 
 
 def test_fit_many_pooled_calibration_sets_one_tau():

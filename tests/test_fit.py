@@ -1,11 +1,17 @@
 """Fit -> bands -> save/load -> compare: behaviour of the main API on a small simulated Chinchilla data set."""
 
+import json
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
+from arviz_base import from_dict
 
 import bayescale as bs
 from bayescale.bands import make_bands
+from bayescale.sampler import SamplerSettings
 from conftest import FAST, chinchilla_truth
 
 AT = {"params": [1e8, 7e10], "tokens": [1e10, 1.4e12]}
@@ -170,3 +176,168 @@ def test_fit_many_joint_agrees_with_separate_curves():
         for k in ("a", "c"):  # posterior means agree within a few Monte Carlo / posterior sds
             assert abs(float(pj[k].mean()) - float(pa[k].mean())) < 0.5 * float(pa[k].std())
     assert [round(float(joint[g].posterior["c"].mean()), 1) for g in ("c0", "c1", "c2")] == [0.2, 0.1, 0.3]
+
+
+# -- one chain, the divergence gate, fit-file integrity ----------------------------------------------------------
+
+
+def test_one_chain_fit_works():
+    """r-hat needs two chains: with one the fit says so (a warning that does not fail the gate) and still works."""
+    rng = np.random.default_rng(1)
+    x = np.geomspace(1, 1e3, 10)
+    runs = pd.DataFrame({"x": x, "y": (2 + x**-0.5) * np.exp(rng.normal(0, 0.01, x.size))})
+    f = bs.fit(runs, "M2", x="x", y="y", **{**FAST, "chains": 1})
+    assert f.diagnostics["chains"] == 1 and np.isnan(f.diagnostics["max_rhat"])
+    assert any("not available with one chain" in w and "chains=2" in w for w in f.warnings)
+    assert isinstance(f.ok, bool)
+    assert "max_rhat=n/a" in repr(f)
+    assert np.isnan(f.summary().loc["c", "r_hat"])
+    assert np.isfinite(f.predict({"x": [1e4]})["run_median"].values).all()
+
+
+def _gate_fit(base, chains=4, draws=1000, divergences=0, target_accept=0.9):
+    """``base``'s law and runs with independent normal draws (r-hat ~1, high ESS) and the given divergences."""
+    rng = np.random.default_rng(0)
+    post = {k: rng.normal(size=(chains, draws)) for k in base.param_names}
+    post["sigma"] = np.abs(post["sigma"])
+    diverging = np.zeros(chains * draws, bool)
+    diverging[:divergences] = True
+    stats = {"diverging": diverging.reshape(chains, draws), "energy": rng.normal(size=(chains, draws)),
+             "n_steps": np.full((chains, draws), 7)}
+    settings = SamplerSettings.for_law(base.law, chains, 100, draws, target_accept=target_accept)
+    return bs.Fit(base.law, from_dict({"posterior": post, "sample_stats": stats}), base.scales, base.runs,
+                  base.columns, base.likelihood, base.df, 0, settings)
+
+
+def test_one_chain_gate_warns_but_passes(chinchilla_fit):
+    f = _gate_fit(chinchilla_fit, chains=1)
+    assert f.ok and len(f.warnings) == 1 and "one chain" in f.warnings[0]
+
+
+def test_divergences_tolerated_up_to_one_per_thousand_draws(chinchilla_fit):
+    assert _gate_fit(chinchilla_fit, divergences=0).warnings == []
+    one = _gate_fit(chinchilla_fit, divergences=1)  # 4 x 1000 draws: up to 4 tolerated
+    assert one.ok and "target_accept=0.95" in one.warnings[0]
+    assert _gate_fit(chinchilla_fit, divergences=4).ok
+    assert not _gate_fit(chinchilla_fit, divergences=5).ok
+    small = dict(chains=2, draws=300)  # 600 draws: one divergence still tolerated, two are not
+    assert "up to 1 tolerated" in _gate_fit(chinchilla_fit, divergences=1, **small).warnings[-1]
+    assert "more than 1 tolerated" in _gate_fit(chinchilla_fit, divergences=2, **small).warnings[-1]
+
+
+@pytest.mark.parametrize("accept, advice", [(0.8, "target_accept=0.9 "), (0.9, "target_accept=0.95 "),
+                                            (0.95, "target_accept=0.99 "), (0.97, "target_accept=0.99 ")])
+def test_divergence_advice_names_the_next_target_accept(chinchilla_fit, accept, advice):
+    f = _gate_fit(chinchilla_fit, divergences=20, target_accept=accept)
+    assert not f.ok and f"refit with {advice}" in f.warnings[0]
+
+
+def test_divergence_advice_at_the_ceiling_is_not_raise_target_accept(chinchilla_fit):
+    f = _gate_fit(chinchilla_fit, divergences=20, target_accept=0.99)
+    (msg,) = f.warnings
+    assert not f.ok and "refit with target_accept" not in msg and "raise target_accept" not in msg
+    assert "simpler law" in msg and "outlying run" in msg
+    tolerated = _gate_fit(chinchilla_fit, divergences=2, target_accept=0.99)
+    assert tolerated.ok and "target_accept=" not in tolerated.warnings[0]
+
+
+def _rewrite(src, dst, tree_edit=None, meta_edit=None):
+    """Copy a fit file, changing its tree and/or its metadata (as a user or a bad script might)."""
+    tree = xr.open_datatree(src, engine="h5netcdf").load()
+    meta = json.loads(tree.attrs["bayescale"])
+    if tree_edit:
+        tree_edit(tree)
+    if meta_edit:
+        meta_edit(meta)
+    tree.attrs["bayescale"] = json.dumps(meta)
+    tree.to_netcdf(dst, engine="h5netcdf")
+    return dst
+
+
+def _scale(group, name, factor):
+    def edit(tree):
+        tree[group] = tree[group].to_dataset().assign({name: tree[group][name] * factor})
+    return edit
+
+
+@pytest.mark.parametrize("edit, part", [
+    (dict(tree_edit=_scale("posterior", "alpha", 1.05)), "posterior"),
+    (dict(tree_edit=_scale("runs", "y", 1.01)), "runs"),
+    (dict(meta_edit=lambda m: m["scales"].update(y_med=m["scales"]["y_med"] * 2)), "metadata"),
+])
+def test_changed_fit_file_is_refused(chinchilla_fit, tmp_path, edit, part):
+    path = _rewrite(chinchilla_fit.save(tmp_path / "fit.nc"), tmp_path / "edited.nc", **edit)
+    with pytest.raises(bs.FitFileError, match=f"the {part} in fit file .*edited.nc.* was changed after it was saved"):
+        bs.load_fit(path)
+
+
+def _drop_sha(meta):
+    del meta["sha256"]
+
+
+def test_fit_file_without_checksum_loads_with_a_warning(chinchilla_fit, tmp_path):
+    path = _rewrite(chinchilla_fit.save(tmp_path / "fit.nc"), tmp_path / "old.nc", meta_edit=_drop_sha)
+    with pytest.warns(UserWarning, match="old.nc.* without a checksum"):
+        back = bs.load_fit(path)
+    np.testing.assert_allclose(back.predict(AT, seed=2)["run_upper"].values,
+                               chinchilla_fit.predict(AT, seed=2)["run_upper"].values)
+
+
+@pytest.mark.parametrize("meta_edit, message", [
+    (lambda m: m.pop("scales"), "no 'scales' entry"),
+    (lambda m: m.update(scales=None), "'scales' entry .* must be a mapping"),
+    (lambda m: m["scales"].pop("y_min"), "y_min"),
+    (lambda m: m["scales"].update(center={}), r"scales\['center'\]"),
+    (lambda m: m.pop("settings"), "no 'settings' entry"),
+    (lambda m: m["settings"].update(num_chains=0), "chains >= 1"),
+    (lambda m: m.pop("columns"), "no 'columns' entry"),
+    (lambda m: m.update(seed="zero"), "'seed' entry .* must be an integer"),
+    (lambda m: m.update(law="no_such_law"), "law 'no_such_law', which is not registered"),
+    (lambda m: m.update(likelihood="cauchy"), "unknown likelihood 'cauchy'"),
+    (lambda m: m.update(discrepancy=-1), "tau must be"),
+])
+def test_bad_fit_metadata_is_a_fit_file_error(chinchilla_fit, tmp_path, meta_edit, message):
+    def edit(m):
+        _drop_sha(m)
+        meta_edit(m)
+    path = _rewrite(chinchilla_fit.save(tmp_path / "fit.nc"), tmp_path / "bad.nc", meta_edit=edit)
+    with pytest.warns(UserWarning, match="checksum"), pytest.raises(bs.FitFileError, match="bad.nc") as err:
+        bs.load_fit(path)
+    assert re.search(message, str(err.value))
+
+
+def test_nan_in_posterior_is_refused_at_load_and_at_predict(chinchilla_fit, tmp_path):
+    def nan_E(tree):
+        post = tree["posterior"].to_dataset()
+        tree["posterior"] = post.assign(E=post["E"].where(post["draw"] != 5))
+    path = _rewrite(chinchilla_fit.save(tmp_path / "fit.nc"), tmp_path / "nan.nc", tree_edit=nan_E, meta_edit=_drop_sha)
+    with pytest.warns(UserWarning, match="checksum"), \
+            pytest.raises(bs.FitFileError, match="parameter 'E' in fit file .*nan.nc.* 2 NaN/inf"):
+        bs.load_fit(path)
+    post = {k: v.values.copy() for k, v in chinchilla_fit.posterior.data_vars.items()}
+    post["beta"][0, 3] = np.inf
+    stats = {k: v.values for k, v in chinchilla_fit.idata["sample_stats"].to_dataset().data_vars.items()}
+    f = bs.Fit(chinchilla_fit.law, from_dict({"posterior": post, "sample_stats": stats}), chinchilla_fit.scales, chinchilla_fit.runs, chinchilla_fit.columns,
+               chinchilla_fit.likelihood, chinchilla_fit.df, 0, chinchilla_fit.settings)
+    with pytest.raises(bs.BayescaleError, match="parameter 'beta' has 1 NaN/inf draw"):
+        f.predict(AT)
+
+
+def test_bounded_metric_with_zeros_fits():
+    """Downstream accuracy with exact zeros for small models: likelihood='beta' accepts them (the lognormal default
+    refuses the row and points to it), bands stay in [0, 1] and their density at 0 is finite."""
+    rng = np.random.default_rng(0)
+    c = np.geomspace(1e18, 1e23, 12)
+    acc = np.clip(0.02 + 0.6 / (1 + np.exp(-(np.log(c) - np.log(3e21)))) + rng.normal(0, 0.03, 12), 0, 1)
+    acc[:3] = 0.0
+    runs = pd.DataFrame({"C": c, "acc": acc})
+    with pytest.raises(bs.RunTableError, match="likelihood='beta'"):
+        bs.fit(runs, "sigmoid", x="C", y="acc", **FAST)
+    f = bs.fit(runs, "sigmoid", x="C", y="acc", likelihood="beta", seed=0, **FAST)
+    assert f.diagnostics["max_rhat"] < 1.05 and f.diagnostics["divergences"] == 0
+    b = f.predict({"C": [1e18, 1e24]}, levels=(0.9,), seed=0)
+    lo, hi = b.interval(0.9)
+    assert (lo >= 0).all() and (hi <= 1).all() and lo[0] == 0.0 and hi[1] > 0.5
+    assert np.isfinite(f.log_predictive_density({"C": [1e18]}, [0.0])).all()
+    with pytest.raises(bs.RunTableError, match=r"must lie in \[0(\.0)?, 1(\.0)?\]"):
+        bs.fit(runs.assign(acc=runs.acc * 100), "sigmoid", x="C", y="acc", likelihood="beta", **FAST)

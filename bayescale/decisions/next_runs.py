@@ -38,7 +38,7 @@ from bayescale.fit import Fit, fit
 from bayescale.laws import get_law
 from bayescale.pfn.prior import RUN_TABLE
 from bayescale.posterior import PosteriorDraws, posterior_draws
-from bayescale.runs import default_cost, outside, query_points, read_runs, transform_inputs
+from bayescale.runs import default_cost, outside, parse_size, query_points, read_runs, transform_inputs
 
 __all__ = ["SearchOptions", "candidate_grid", "next_runs", "parse_target"]
 
@@ -147,8 +147,8 @@ def parse_target(target, law, columns: dict | None = None):
     ----------
     target : dict, DataFrame or str
         A dict of input values (one point or several: a curve), a DataFrame of points, a string
-        ``"N=7e10,D=1.4e12"`` (';' separates several values), ``{"compute_optimal": 1e24}`` or
-        ``"compute_optimal=1e24"``.
+        ``"N=70B,D=1.4T"`` (one point; ``"N=70B,D=1.4T;N=35B,D=2.8T"``: several, see
+        :func:`bayescale.runs.query_points`), ``{"compute_optimal": 1e24}`` or ``"compute_optimal=1e24"``.
     law : Law or str
         The law (or its name) whose inputs the target gives.
     columns : dict, optional
@@ -165,7 +165,7 @@ def parse_target(target, law, columns: dict | None = None):
                              "or {'compute_optimal': budget}")
     if isinstance(target, str) and target.strip().lower().startswith("compute_optimal"):
         try:
-            target = {"compute_optimal": float(target.split("=", 1)[1])}
+            target = {"compute_optimal": parse_size(target.split("=", 1)[1])}
         except (IndexError, ValueError):
             raise BayescaleError(f"could not parse target {target!r}; write compute_optimal=1e24") from None
     if isinstance(target, dict) and "compute_optimal" in target:

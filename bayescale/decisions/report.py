@@ -32,6 +32,7 @@ import pandas as pd
 from bayescale.runs import default_cost
 from bayescale.decisions.next_runs import SearchOptions
 from bayescale.decisions.risk import RiskReport, assess_risk, check_target_loss, fit_families, format_size
+from bayescale.errors import BayescaleError
 from bayescale.sampler import SamplerSettings
 
 __all__ = ["check_in_browser", "chromium", "risk_report", "write_report"]
@@ -79,6 +80,8 @@ def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=N
         The numbers (:func:`~bayescale.decisions.risk.assess_risk`), with ``files`` the paths written.
     """
     check_target_loss(target_loss)  # before any fitting
+    if out is not None:
+        _out_folder(out)
     if fits is None:
         fits = fit_families(runs, law, laws, x=x, inputs=inputs, y=y, seed=seed, sampler=sampler)
     rep = assess_risk(fits, options, target_loss, candidates=candidates, cost=cost, seed=seed, n_draws=n_draws,
@@ -86,6 +89,16 @@ def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=N
     if out is not None:
         rep.files = write_report(rep, out)
     return rep
+
+
+def _out_folder(out) -> Path:
+    """``out`` as a Path if it is a folder or does not exist yet; an existing file is an error."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BayescaleError(f"report folder {str(out)!r} is an existing file; the report writes several files "
+                             "(report.html, report.md, report.json, report_draws.npz) into a folder: name a new or "
+                             "existing folder")
+    return out
 
 
 def write_report(rep: RiskReport, out) -> dict:
@@ -104,7 +117,7 @@ def write_report(rep: RiskReport, out) -> dict:
     dict
         The paths written: ``{"html", "md", "json", "draws"}``.
     """
-    out = Path(out)
+    out = _out_folder(out)
     s = rep.summary
     images = {"distributions": _plot_distributions(rep.draws, s["target_loss"], s["options"]),
               "families": _plot_families(rep.families, s["target_loss"]),

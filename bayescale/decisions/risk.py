@@ -18,14 +18,13 @@ It returns them as a :class:`RiskReport`, whose ``summary`` states each number a
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from bayescale.compare import model_average
-from bayescale.runs import default_cost
+from bayescale.runs import default_cost, parse_size, query_points
 from bayescale.decisions.next_runs import SearchOptions, candidate_grid, next_runs
 from bayescale.errors import BayescaleError
 from bayescale.fit import fit
@@ -36,25 +35,6 @@ from bayescale.sampler import SamplerSettings
 __all__ = ["RiskReport", "assess_risk", "check_target_loss", "fit_families", "format_size", "parse_option",
            "parse_size"]
 
-SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
-_NUM = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGTPkmbgtp]?)\s*$")
-
-
-def parse_size(text) -> float:
-    """``"70B"`` -> 7e10, ``"1.4T"`` -> 1.4e12, ``"350M"``, ``"2K"``, or a plain number like ``"7e10"``."""
-    if isinstance(text, (int, float, np.floating, np.integer)):
-        v = float(text)
-    else:
-        m = _NUM.match(str(text))
-        if not m:
-            raise BayescaleError(f"could not read size {text!r}: write a number with an optional suffix K, M, B (or G), "
-                                 "T, P, e.g. 70B, 1.4T, 350M or 7e10")
-        v = float(m.group(1)) * SUFFIX.get(m.group(2).upper(), 1.0)
-    if not np.isfinite(v) or v <= 0:
-        raise BayescaleError(f"size {text!r} must be a positive number")
-    return v
-
-
 def format_size(v: float) -> str:
     """7e10 -> ``"70B"``, 1.4e12 -> ``"1.4T"`` (3 significant digits; the inverse of :func:`parse_size`)."""
     for s, f in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -64,28 +44,14 @@ def format_size(v: float) -> str:
 
 
 def parse_option(spec, law="chinchilla") -> dict:
-    """An option as ``{input: value}``: ``"70B,1.4T"`` (values in the law's input order, here N then D),
-    ``"N=70B,D=1.4T"``, or a dict."""
+    """One planned run as ``{input: value}``: ``"70B,1.4T"`` (values in the law's input order, here N then D),
+    ``"N=70B,D=1.4T"`` (one point of :func:`bayescale.runs.query_points`' syntax), or a dict."""
     law = get_law(law)
-    names = law.input_names
-    if isinstance(spec, dict):
-        parts = {k: parse_size(v) for k, v in spec.items()}
-    else:
-        items = [p.strip() for p in str(spec).split(",") if p.strip()]
-        if items and all("=" in p for p in items):
-            parts = {k.strip(): parse_size(v) for k, v in (p.split("=", 1) for p in items)}
-        elif len(items) == len(names) and not any("=" in p for p in items):
-            parts = dict(zip(names, (parse_size(p) for p in items)))
-        else:
-            example = ",".join(["70B", "1.4T"][: len(names)]) if set(names) == {"N", "D"} else ",".join("1e9" for _ in names)
-            raise BayescaleError(f"could not read option {spec!r}: law {law.name!r} needs {len(names)} value(s) "
-                                 f"({', '.join(names)}), e.g. --option \"{example}\" or "
-                                 f"\"{','.join(f'{n}=...' for n in names)}\"")
-    missing, extra = [n for n in names if n not in parts], [k for k in parts if k not in names]
-    if missing or extra:
-        raise BayescaleError(f"option {spec!r} must give {list(names)}"
-                             + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
-    return {n: parts[n] for n in names}
+    frame = query_points(law, spec)
+    if len(frame) != 1:
+        raise BayescaleError(f"option {spec!r} gives {len(frame)} runs; give one run per option (repeat --option), "
+                             f"e.g. \"{','.join(f'{n}=...' for n in law.input_names)}\"")
+    return {n: float(frame[n].iloc[0]) for n in law.input_names}
 
 
 def check_target_loss(target_loss) -> float:
@@ -186,8 +152,8 @@ def _gate(fits: dict) -> dict:
 def _gate_text(gate: dict) -> str:
     bad = [n for n, g in gate.items() if not g["ok"]]
     if not bad:
-        return ("All fits passed their diagnostics (r-hat <= 1.01, enough effective draws, no divergences, "
-                "E-BFMI >= 0.3).")
+        return ("All fits passed their diagnostics (r-hat <= 1.01, enough effective draws, at most 1 divergence "
+                "per 1000 draws, E-BFMI >= 0.3).")
     return ("WARNING: " + "; ".join(f"the {n} fit failed its diagnostics ({'; '.join(gate[n]['warnings'])})"
                                     for n in bad) + ". The numbers below are not reliable until it is refitted "
             "(more warm-up and draws) and passes.")
@@ -263,8 +229,11 @@ def _family_text(fits: dict, model, table: pd.DataFrame, labels: list, target: f
     lo_, hi_ = spread[worst]
     return (f"Across the {len(fits)} families P(loss <= {target:g}) for {worst} ranges from {lo_:.0%} to "
             f"{hi_:.0%} (stacking weights: " + ", ".join(f"{k} {v:.2f}" for k, v in model.weights.items())
-            + "). " + ("The families disagree: the averaged numbers weigh each by how well it predicts held-out "
-                       "pilot runs (stacking), so a family with weight near 0 barely counts."
+            + "). " + ("The families disagree: the averaged numbers weigh each by how well it predicts "
+                       + ("the largest pilot runs from the smaller ones (leave-future-out stacking)"
+                          if model.table is not None and model.table.attrs.get("ic") == "lfo"
+                          else "held-out pilot runs (PSIS-LOO stacking)")
+                       + ", so a family with weight near 0 barely counts."
                        if hi_ - lo_ > 0.2 else "The answer hardly depends on the family."))
 
 
