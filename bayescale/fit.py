@@ -491,7 +491,8 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
 
     ``runs``: DataFrame or CSV/Parquet path; ``x``/``inputs`` map the law's inputs to columns, ``y`` names the
     outcome. ``se`` (standard error) or ``lower``/``upper`` (95% interval) give known measurement error.
-    ``likelihood``: ``"lognormal"`` (multiplicative noise, default), ``"normal"`` or ``"studentt"``.
+    ``likelihood``: ``"lognormal"`` (multiplicative noise, default), ``"normal"``, ``"studentt"`` or ``"beta"``
+    (bounded metrics in [0, 1], zeros included; :mod:`bayescale.noise`).
     Extra keywords (``target_accept``, ``max_tree_depth``, ``dense_mass``, ``n_starts``, ``opt_steps``) tune NUTS;
     ``target_accept`` defaults to the law's (``Law.target_accept``).
     With ``group=``, each group is a curve and the result is :func:`fit_many`'s.

@@ -186,16 +186,10 @@ class PosteriorDraws:
     def curve(self, at, seed=None, z=None) -> np.ndarray:
         """(S, P): mean curve with the extrapolation error (``z`` (S,) or drawn from ``seed``)."""
         self._flat()
-        vals = _values(self.law, at)
-        z = self.error_z(seed) if z is None else np.asarray(z, float)
-        return np.concatenate([c.curve(vals, z[sl]) for c, sl in self.parts()], axis=0)
+        return self._curve(_values(self.law, at), self.error_z(seed) if z is None else np.asarray(z, float))
 
-    def curve_paired(self, values: dict, z) -> np.ndarray:
-        """Like :meth:`curve` for inputs with a leading draw axis (S, ...): draw s at its own points."""
-        self._flat()
-        z = np.asarray(z, float)
-        return np.concatenate([c.curve({k: v[sl] for k, v in values.items()}, z[sl], paired=True)
-                               for c, sl in self.parts()], axis=0)
+    def _curve(self, vals: dict, z: np.ndarray) -> np.ndarray:
+        return np.concatenate([c.curve(vals, z[sl]) for c, sl in self.parts()], axis=0)
 
     def predictive(self, at, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """(curve, new runs), each (S, P): the curve with its extrapolation error and a new observed run there."""
@@ -228,8 +222,7 @@ class PosteriorDraws:
         """(P,) log predictive density of ``observed`` runs: ``log sum_k w_k mean_s p_k(y | draw s)`` (y units),
         the extrapolation error included; ``se``: known measurement error of the new runs (y units)."""
         y = np.asarray(observed, float).reshape(-1)
-        vals, z = _values(self.law, at), self.error_z(seed)
-        mu = np.concatenate([c.curve(vals, z[sl]) for c, sl in self.parts()], axis=0)
+        mu = self._curve(_values(self.law, at), self.error_z(seed))  # each component's draws, as they are
         errors = {} if se is None else {"se": np.broadcast_to(np.asarray(se, float), y.shape), "y_ref": y}
         lp = self.logpdf(y[None, :], mu, **errors)
         w = np.array([c.weight for c in self.components], float)

@@ -96,7 +96,7 @@ def tables(out: Path = RESULTS) -> list[Table]:
         return []
     m, c = res["machine"], res["config"]
     base = res["results"][0]["workers"]
-    source = (f"{describe(m)} (shared; load average {m['loadavg_start']} at start, {m.get('loadavg_end')} at end); "
+    source = (f"{describe(m)} (load average {m['loadavg_start']} at start, {m.get('loadavg_end')} at end); "
               f"Dask LocalCluster, one process and one thread per worker, {len(m['jax_devices'])} CPU device(s) "
               f"each; M4, {res['results'][0]['curves']} IC curves, {c['chains']} chains x ({c['draws']} warm-up + "
               f"{c['draws']} draws), no refits, persistent compilation cache off; speed-up and efficiency of the "
