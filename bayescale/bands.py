@@ -14,6 +14,8 @@ Attributes name the law, the method and the outcome column. Item access, ``sel``
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -25,6 +27,22 @@ __all__ = ["DEFAULT_LEVELS", "Bands", "bands_from_draws", "check_levels", "make_
            "summarize_draws"]
 
 DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
+
+
+FAR_DECADES = 4.0  # a query this many decades beyond the runs gets a warning with its bands
+
+
+def _beyond(frame: pd.DataFrame, beyond) -> np.ndarray:
+    """The points' distance beyond the runs (0 when not given); a warning names the furthest point past
+    :data:`FAR_DECADES`."""
+    b = np.zeros(len(frame)) if beyond is None else np.asarray(beyond, float)
+    if len(b) and b.max() > FAR_DECADES:
+        i = int(np.argmax(b))
+        warnings.warn(f"{int((b > FAR_DECADES).sum())} query point(s) lie more than {FAR_DECADES:g} decades beyond the "
+                      f"fitted runs (furthest: {frame.iloc[i].to_dict()}, {b[i]:.1f} decades): no run checks the law "
+                      "that far, so the bands there show the law's form more than the data. Is the unit right "
+                      "(e.g. parameters, not billions)?", UserWarning, stacklevel=3)
+    return b
 
 
 def check_levels(levels) -> list[float]:
@@ -126,7 +144,7 @@ def make_bands(frame: pd.DataFrame, mu: np.ndarray, obs: np.ndarray, levels, *, 
     ds = xr.Dataset(coords=coords)
     for kind, draws in (("curve", mu), ("run", obs)):
         summarize_draws(ds, kind, draws, levels, "point")
-    beyond = np.zeros(len(frame)) if beyond is None else np.asarray(beyond, float)
+    beyond = _beyond(frame, beyond)
     ds["beyond"] = ("point", beyond)
     ds["extrapolation"] = ("point", beyond > 0)
     ds.attrs.update(law=law, method=method, y=y, inputs=",".join(frame.columns), n_draws=int(mu.shape[0]))
@@ -156,7 +174,7 @@ def make_bands_from_quantiles(frame: pd.DataFrame, median, mean, lower, upper, l
         ds[f"{kind}_mean"] = ("point", np.asarray(mean, float))
         ds[f"{kind}_lower"] = (("level", "point"), lower)
         ds[f"{kind}_upper"] = (("level", "point"), upper)
-    beyond = np.zeros(len(frame)) if beyond is None else np.asarray(beyond, float)
+    beyond = _beyond(frame, beyond)
     ds["beyond"] = ("point", beyond)
     ds["extrapolation"] = ("point", beyond > 0)
     ds.attrs.update(law=law, method=method, y=y, inputs=",".join(frame.columns), n_draws=0)

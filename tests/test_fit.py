@@ -341,3 +341,15 @@ def test_bounded_metric_with_zeros_fits():
     assert np.isfinite(f.log_predictive_density({"C": [1e18]}, [0.0])).all()
     with pytest.raises(bs.RunTableError, match=r"must lie in \[0(\.0)?, 1(\.0)?\]"):
         bs.fit(runs.assign(acc=runs.acc * 100), "sigmoid", x="C", y="acc", likelihood="beta", **FAST)
+
+
+def test_absurd_query_warns(chinchilla_fit):
+    """N = 1e30 lies ~21 decades beyond runs of 1e7-1e9 parameters: the bands come with a warning naming it."""
+    with pytest.warns(UserWarning, match=r"decades beyond the fitted runs .*21\.\d decades"):
+        b = chinchilla_fit.predict({"params": [1e30], "tokens": [1e10]}, levels=(0.9,))
+    assert float(b["beyond"].values[0]) > 20
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        chinchilla_fit.predict({"params": [7e10], "tokens": [1.4e12]}, levels=(0.9,))  # 2 decades: no warning
