@@ -31,8 +31,7 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 
 from bayescale.errors import BayescaleError, RunTableError
-from bayescale.laws import list_laws
-from bayescale.runs import distance_beyond, run_size, scales_for
+from bayescale.runs import distance_beyond, run_size, scales_for, simpler_law
 
 __all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors", "localize"]
 
@@ -82,12 +81,6 @@ def default_refit(fit, runs: pd.DataFrame, seed: int, law=None):
 PREQUENTIAL_MAX = 4  # prequential refits at most: the 4 largest runs, each predicted from the runs below it
 
 
-def _simpler_law(law, n: int):
-    """The registered law with ``law``'s inputs, fewest-points need at most ``n`` and the most parameters, or None."""
-    fits = [o for o in list_laws() if o.input_names == law.input_names and o.needs_points <= n and o.name != law.name]
-    return max(fits, key=lambda o: o.needs_points) if fits else None
-
-
 def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit):
     """The held-out errors of one fit's leave-future-out refits: (table, {refit label: refit}, method)."""
     if not 0 < holdout < 1:
@@ -112,7 +105,7 @@ def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit):
     if distinct(n_out) >= law.needs_points:
         splits, refit_law, method = [(kept(n_out), ~kept(n_out))], None, "holdout"
     else:
-        refit_law = None if distinct(1) >= law.needs_points else _simpler_law(law, distinct(1))
+        refit_law = None if distinct(1) >= law.needs_points else simpler_law(law, distinct(1))
         need = (refit_law or law).needs_points
         steps = [j for j in range(1, min(n_out, PREQUENTIAL_MAX) + 1) if distinct(j) >= need and j < len(runs)]
         if not steps:

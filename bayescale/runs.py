@@ -23,7 +23,7 @@ from bayescale.errors import RunTableError, SettingError
 from bayescale.laws import Law, Scales, get_law, list_laws
 
 __all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "outside", "parse_number", "parse_size",
-           "prepare_runs", "query_points", "read_runs", "scales_for", "transform_inputs"]
+           "prepare_runs", "query_points", "read_runs", "run_size", "scales_for", "simpler_law", "transform_inputs"]
 
 Z95 = 1.959963984540054
 
@@ -101,12 +101,18 @@ def _fmt(v) -> str:
         return repr(v)
 
 
+def simpler_law(law: Law, n: int) -> Law | None:
+    """The registered law with ``law``'s inputs that needs at most ``n`` distinct points and has the most
+    parameters among those, or None."""
+    fits = [o for o in list_laws() if o.input_names == law.input_names and o.needs_points <= n and o.name != law.name]
+    return max(fits, key=lambda o: o.needs_points) if fits else None
+
+
 def _smaller_law(law: Law, n: int) -> str:
     """', or choose ...' naming a registered law with the same inputs that fits in ``n`` points, if any."""
-    fits = [o for o in list_laws() if o.input_names == law.input_names and o.needs_points <= n]
-    if not fits:
+    best = simpler_law(law, n)
+    if best is None:
         return ""
-    best = max(fits, key=lambda o: o.needs_points)
     return f", or choose a law with fewer parameters (e.g. {best.name}, {best.needs_points} points)"
 
 
