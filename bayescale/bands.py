@@ -189,12 +189,15 @@ def bands_from_draws(draws: PosteriorDraws, frame: pd.DataFrame, levels=DEFAULT_
                      method: str, columns: dict | None = None, law: str | None = None) -> Bands:
     """:class:`Bands` of :class:`~bayescale.posterior.PosteriorDraws` at the query points ``frame`` (law input
     columns): the curve with its extrapolation error and new runs (:meth:`PosteriorDraws.predictive`). The attrs
-    record the extrapolation error used (``discrepancy_tau``: ln-units per decade beyond the runs, per law when
-    the draws mix several)."""
+    record the extrapolation error used (``discrepancy_tau``: median ln-units per decade beyond the runs, per law
+    when the draws mix several; ``extrapolation_error``: how it was obtained)."""
     mu, obs = draws.predictive(frame, seed)
     out = make_bands(frame, mu, obs, levels, beyond=draws.beyond(frame), law=law or draws.source, method=method,
                      y=(columns or {}).get("y", "y"), columns=columns)
     taus = draws.taus
     out.data.attrs["discrepancy_tau"] = (next(iter(taus.values())) if len(taus) == 1
                                          else ",".join(f"{k}:{v:g}" for k, v in taus.items()))
+    notes = draws.error_notes
+    out.data.attrs["extrapolation_error"] = (next(iter(notes.values())) if len(notes) == 1
+                                             else "; ".join(f"{k}: {v}" for k, v in notes.items()))
     return out

@@ -29,11 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp
 
 from bayescale.errors import BayescaleError, RunTableError
 from bayescale.runs import distance_beyond, run_size, scales_for, simpler_law
 
-__all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors", "localize"]
+__all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors",
+           "localize", "own_errors"]
 
 
 @dataclass
@@ -179,6 +181,67 @@ def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int |
     return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, subs, methods)
 
 
+KHAT_MAX = 0.7  # Pareto k above which importance sampling cannot stand in for a refit (Vehtari et al. 2024)
+
+
+def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, noise_sd: np.ndarray,
+               holdout: float = 0.25) -> tuple[pd.DataFrame, str]:
+    """A fit's own leave-future-out errors without refitting: Pareto-smoothed importance sampling (ArviZ
+    ``psislw``) of its posterior draws, weighted ``1 / p(held-out runs | draw)``, stands in for the refit without
+    the ``holdout`` share of the runs furthest toward ``law.toward`` (at least one), which then predicts them.
+    Fewer runs are held out while the Pareto k exceeds :data:`KHAT_MAX` or too few distinct runs would remain.
+
+    Parameters
+    ----------
+    law : Law
+    runs : DataFrame
+        The fitted runs (law input columns and ``y``).
+    mu, loglik, noise_sd : ndarray
+        Per draw and run (S, n): the mean curve, ``log p(y | draw)`` and the noise's sd of ``ln y``
+        (:func:`bayescale.noise.log_sd`).
+    holdout : float
+        Share of the runs to hold out at most.
+
+    Returns
+    -------
+    (DataFrame, str)
+        One row per held-out run: ``r`` (ln y minus the predicted mean of ln y), ``s`` (predictive sd of ln y),
+        ``beyond`` (decades beyond the runs kept), ``khat``; and how they were made (empty table: why none).
+    """
+    import arviz_stats  # noqa: F401  (registers the .azstats accessor)
+    import xarray as xr
+
+    runs = runs.reset_index(drop=True)
+    y = runs["y"].to_numpy(float)
+    empty = pd.DataFrame(columns=["r", "s", "beyond", "khat"])
+    if (y <= 0).any():
+        return empty, "needs positive outcomes"
+    names = list(law.input_names)
+    size = run_size(law, runs)
+    order = np.argsort(-size if law.toward == "max" else size, kind="stable")  # furthest first
+    for n_out in range(max(1, int(round(holdout * len(runs)))), 0, -1):
+        out = np.zeros(len(runs), bool)
+        out[order[:n_out]] = True
+        kept = runs[~out]
+        if len(kept.drop_duplicates(subset=names)) < law.needs_points:
+            continue
+        lw, khat = xr.DataArray(-loglik[:, out].sum(axis=1)[None, :], dims=("chain", "draw")).azstats.psislw(r_eff=1.0)
+        khat = float(khat)
+        if not np.isfinite(khat) or khat > KHAT_MAX:
+            continue
+        lw = np.asarray(lw, float).reshape(-1)
+        w = np.exp(lw - logsumexp(lw))
+        lmu = np.log(np.maximum(mu[:, out], 1e-300))
+        m = w @ lmu
+        var = w @ (lmu - m) ** 2 + w @ noise_sd[:, out] ** 2
+        table = pd.DataFrame({"r": np.log(y[out]) - m, "s": np.sqrt(var),
+                              "beyond": distance_beyond(law, runs[out], scales_for(law, kept)), "khat": khat})
+        which = "largest" if law.toward == "max" else "smallest"
+        return table, (f"importance-sampled leave-future-out of the {n_out} {which} run{'s' * (n_out != 1)}, "
+                       f"Pareto k {khat:.2f}")
+    return empty, "no run could be held out (too few runs, or Pareto k above 0.7)"
+
+
 def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray:
     """How far each point of ``frame`` lies from the range of ``targets``: max over inputs, in decades (log inputs)
     or units (linear inputs); 0 inside the targets' range."""
@@ -201,7 +264,7 @@ def localize(fit, targets: pd.DataFrame, tau: float, seed: int | None = None, re
     old = runs["se"].to_numpy(float) if "se" in runs else np.zeros(len(runs))
     new = (refit or default_refit)(fit, runs.assign(se=np.sqrt(old**2 + extra**2)), fit.seed if seed is None else seed,
                                    None)
-    new = new.with_discrepancy(fit.discrepancy)
+    new = new.with_error(fit.error)
     new.local = {"targets": targets[list(fit.law.input_names)].reset_index(drop=True), "tau": float(tau)}
     if recalibrate:
         cal = calibrate(new, seed=seed, refit=refit)

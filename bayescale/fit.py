@@ -26,12 +26,13 @@ from tqdm.auto import tqdm
 
 from bayescale import calibration, config
 from bayescale.bands import DEFAULT_LEVELS, bands_from_draws
+from bayescale.error_model import ErrorModel, ExtrapolationError, check_error, default_error_model, noise_level
 from bayescale.errors import BayescaleError, FitFileError, SettingError, UnknownLawError
 from bayescale.laws import Law, Scales, get_law
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
-from bayescale.noise import check_likelihood
+from bayescale.noise import check_likelihood, log_sd
 from bayescale.posterior import Component, PosteriorDraws, check_tau, thin
-from bayescale.runs import RunData, prepare_runs, query_points
+from bayescale.runs import RunData, fitted_span, prepare_runs, query_points
 from bayescale.sampler import SamplerSettings, run_nuts
 
 __all__ = ["Fit", "FitMany", "fit", "fit_many", "load_fit"]
@@ -45,11 +46,12 @@ class Fit:
 
     def __init__(self, law: Law, idata, scales: Scales, runs: pd.DataFrame, columns: dict, likelihood: str,
                  df: float, seed: int, settings: SamplerSettings, group=None, map_potential: float = float("nan"),
-                 discrepancy: float = 0.0):
+                 discrepancy: float | None = None, error="default"):
         self.law, self.idata, self.scales, self.runs = law, idata, scales, runs
         self.columns, self.likelihood, self.df, self.seed = columns, likelihood, df, seed
         self.settings, self.group, self.map_potential = settings, group, map_potential
-        self.discrepancy = float(discrepancy)  # tau: ln-units of extrapolation error per decade beyond the runs
+        self.error_model = check_error(error)  # where the extrapolation error comes from (see `error`)
+        self._error = None if discrepancy is None else ExtrapolationError.fixed(check_tau(discrepancy))
         self.calibration = None
         self.local = None  # localize(): {"targets": DataFrame (law input names), "tau": float}
         self._diag = None
@@ -87,11 +89,58 @@ class Fit:
         return thin(out, max_draws)
 
     def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, discrepancy=None) -> PosteriorDraws:
-        """This fit's :class:`~bayescale.posterior.PosteriorDraws`, predicting with extrapolation error
-        ``discrepancy`` (default: the fit's ``tau``, 0 unless calibrated; see :meth:`calibrate`)."""
-        tau = self.discrepancy if discrepancy is None else check_tau(discrepancy)
-        comp = Component(self.law, self.draws(max_draws), self.scales, self.likelihood, self.df, tau)
+        """This fit's :class:`~bayescale.posterior.PosteriorDraws`, predicting with its extrapolation error
+        (:attr:`error`), or a fixed ``tau`` = ``discrepancy`` (0: the raw posterior)."""
+        err = self.error if discrepancy is None else ExtrapolationError.fixed(check_tau(discrepancy))
+        params = self.draws(max_draws)
+        tau = err.draws(len(params["sigma"]), seed + 7)
+        comp = Component(self.law, params, self.scales, self.likelihood, self.df, tau, gamma=err.gamma,
+                         error_note=err.describe() if not err.is_zero else "none (raw posterior)")
         return PosteriorDraws([comp], source=self.law.name)
+
+    # -- extrapolation error (bayescale.error_model, bayescale.calibration) ------------------------------
+    @property
+    def error(self) -> ExtrapolationError:
+        """The extrapolation error this fit predicts with: fixed by :meth:`with_discrepancy`/:meth:`calibrate`,
+        else from :attr:`error_model` (by default the corpus prior, :func:`bayescale.error_model.default_error_model`,
+        updated with this fit's own importance-sampled leave-future-out errors,
+        :func:`bayescale.calibration.own_errors`); none when ``error_model`` is None."""
+        if self._error is None:
+            model = self.error_model
+            if model is None:
+                self._error = ExtrapolationError.fixed(0.0, method="none (raw posterior)")
+            else:
+                self._error = (default_error_model() if isinstance(model, str) else model).posterior(
+                    self.law.name, fitted_span(self.law, self.scales), self.noise_level, *self.own_errors())
+        return self._error
+
+    @property
+    def discrepancy(self) -> float:
+        """Median extrapolation error ``tau`` (ln-units per decade^gamma beyond the runs; see :attr:`error`)."""
+        return self.error.tau
+
+    @property
+    def noise_level(self) -> float:
+        """Typical noise sd of ``ln y`` (posterior median sigma, in ln units: :func:`bayescale.noise.log_sd`)."""
+        return noise_level(self.likelihood, self.runs["y"].to_numpy(float), self.draws(1000)["sigma"], self.df)
+
+    def own_errors(self, holdout: float = 0.25) -> tuple[pd.DataFrame, str]:
+        """This fit's leave-future-out errors without refits (:func:`bayescale.calibration.own_errors`)."""
+        draws = self.posterior_draws(2000, seed=0, discrepancy=0.0)
+        y = self.runs["y"].to_numpy(float)
+        mu = draws.mean(self.runs)
+        sd = log_sd(self.likelihood, mu, draws.sigma[:, None], self.df)
+        return calibration.own_errors(self.law, self.runs, mu, draws.logpdf(y[None, :], mu), sd, holdout)
+
+    def with_error(self, error) -> "Fit":
+        """The same posterior predicting with another extrapolation error: an :class:`ExtrapolationError`, an
+        :class:`~bayescale.error_model.ErrorModel` (its posterior for this fit), ``"default"`` or None (raw)."""
+        new = copy.copy(self)
+        if isinstance(error, ExtrapolationError):
+            new._error = error
+        else:
+            new.error_model, new._error = check_error(error), None
+        return new
 
     def natural(self) -> xr.Dataset:
         """Posterior of the parameters in their published form (e.g. A, alpha, B, beta, E)."""
@@ -203,12 +252,10 @@ class Fit:
         """PSIS-LOO of the fitted runs (ArviZ ``loo``)."""
         return azs.loo(self.idata)
 
-    # -- extrapolation error (bayescale.calibration) --------------------------------------------------
     def with_discrepancy(self, tau: float) -> "Fit":
-        """The same posterior, predicting with extrapolation error ``tau`` (ln-units per decade beyond the runs)."""
-        new = copy.copy(self)
-        new.discrepancy = check_tau(tau)
-        return new
+        """The same posterior, predicting with a fixed extrapolation error ``tau`` (ln-units per decade beyond the
+        runs; 0: the raw posterior)."""
+        return self.with_error(ExtrapolationError.fixed(check_tau(tau)))
 
     def refit(self, runs: pd.DataFrame, seed: int | None = None, law=None, **over) -> "Fit":
         """This fit's law (or ``law``), noise model and sampler settings (updated with ``over``) fitted to other
@@ -224,7 +271,7 @@ class Fit:
         new = fit(runs, law, y="y", inputs={n: n for n in law.input_names},
                   se="se" if "se" in runs else None, likelihood=self.likelihood, df=self.df,
                   seed=self.seed if seed is None else seed, **kw)
-        new.columns, new.group = dict(self.columns), self.group
+        new.columns, new.group, new.error_model = dict(self.columns), self.group, self.error_model
         return new
 
     @staticmethod
@@ -270,22 +317,23 @@ class Fit:
                                     refit=self._refit_with(refit_kw))
 
     # -- prediction ------------------------------------------------------------------------------------
-    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000, discrepancy=None):
+    def predictive_draws(self, at, seed: int | None = None, max_draws: int | None = 4000, discrepancy=None,
+                         raw: bool = False):
         """Draws of the mean curve and of a new observed run at ``at``: (query frame, two arrays (S, points)).
 
-        Beyond the runs the mean curve includes the extrapolation error ``discrepancy`` (default: the fit's
-        ``tau``, 0 unless calibrated; see :meth:`calibrate`).
+        Beyond the runs the mean curve includes the fit's extrapolation error (:attr:`error`), or a fixed ``tau``
+        = ``discrepancy``; ``raw=True``: none (the raw posterior).
         """
         frame = query_points(self.law, at, self.columns)
         seed = self._seed(seed)
-        mu, obs = self.posterior_draws(max_draws, seed, discrepancy).predictive(frame, seed)
+        mu, obs = self.posterior_draws(max_draws, seed, 0.0 if raw else discrepancy).predictive(frame, seed)
         return frame, mu, obs
 
     def _seed(self, seed):
         return self.seed + 1 if seed is None else seed
 
     def log_predictive_density(self, at, observed, se=None, max_draws: int | None = 4000, discrepancy=None,
-                               seed: int | None = None) -> np.ndarray:
+                               seed: int | None = None, raw: bool = False) -> np.ndarray:
         """Log posterior predictive density of ``observed`` runs at ``at``, one value per point, in y units.
 
         ``log mean_s p(y | theta_s, sigma_s)`` under the fit's noise model, exact given the draws (no kernel
@@ -297,13 +345,16 @@ class Fit:
         if y.shape != (len(frame),) or not np.isfinite(y).all():
             raise ValueError(f"observed must be {len(frame)} finite values, one per query point; got shape {y.shape}")
         seed = self._seed(seed)
-        return self.posterior_draws(max_draws, seed, discrepancy).log_density(frame, y, se=se, seed=seed)
+        return self.posterior_draws(max_draws, seed, 0.0 if raw else discrepancy).log_density(frame, y, se=se,
+                                                                                           seed=seed)
 
     def predict(self, at, levels=DEFAULT_LEVELS, seed: int | None = None, max_draws: int | None = 4000,
-                discrepancy=None):
-        """Posterior predictive bands at ``at`` (see :class:`bayescale.bands.Bands`)."""
+                discrepancy=None, raw: bool = False):
+        """Posterior predictive bands at ``at`` (see :class:`bayescale.bands.Bands`), with the fit's extrapolation
+        error beyond the runs (:attr:`error`; a fixed ``tau`` = ``discrepancy``); ``raw=True``: the raw posterior,
+        whose bands beyond the runs are too narrow on real curves (``benchmarks/RESULTS.md``)."""
         seed = self._seed(seed)
-        return bands_from_draws(self.posterior_draws(max_draws, seed, discrepancy),
+        return bands_from_draws(self.posterior_draws(max_draws, seed, 0.0 if raw else discrepancy),
                                 query_points(self.law, at, self.columns), levels, seed, method="nuts",
                                 columns=self.columns)
 
@@ -320,7 +371,8 @@ class Fit:
             "law": self.law.name, "likelihood": self.likelihood, "df": self.df, "seed": self.seed,
             "columns": self.columns, "group": None if self.group is None else str(self.group),
             "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
-            "map_potential": self.map_potential, "discrepancy": self.discrepancy,
+            "map_potential": self.map_potential, "error": self.error.to_dict(),
+            "error_model": self.error_model.to_dict() if isinstance(self.error_model, ErrorModel) else self.error_model,
             "local": None if self.local is None else {"tau": self.local["tau"],
                                                       "targets": self.local["targets"].to_dict(orient="list")},
         }
@@ -400,9 +452,9 @@ def load_fit(path) -> Fit:
     idata = tree.copy()
     del idata["runs"]
     idata.attrs.pop("bayescale", None)
-    local = kw.pop("local")
+    local, error = kw.pop("local"), kw.pop("error_value")
     out = Fit(law, idata, runs=runs, **kw)
-    out.local = local
+    out.local, out._error = local, error
     return out
 
 
@@ -461,7 +513,13 @@ def _fit_arguments(path: Path, meta: dict):
                 raise ValueError(f"scales[{k!r}] must map each input of law {law.name!r} {list(law.input_names)} "
                                  f"to a number, got {s[k]!r}")
         kw["settings"] = SamplerSettings(**settings)
-        kw["discrepancy"] = check_tau(meta.get("discrepancy", 0.0))
+        if "error" in meta:
+            kw["error"] = check_error(ErrorModel.from_dict(meta["error_model"]) if isinstance(meta.get("error_model"), dict)
+                                      else meta.get("error_model"))
+            error = ExtrapolationError.from_dict(meta["error"])
+        else:  # files saved before the error model hold a fixed tau
+            kw["error"], error = None, ExtrapolationError.fixed(check_tau(meta.get("discrepancy", 0.0)))
+        kw["error_value"] = error
         loc = meta.get("local")
         kw["local"] = None if not loc else {"tau": check_tau(loc["tau"]), "targets": pd.DataFrame(loc["targets"])}
     except (TypeError, ValueError, KeyError) as exc:
@@ -486,7 +544,7 @@ def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):
 
 def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: str | None = None, se=None,
         lower=None, upper=None, likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000,
-        samples: int = 1000, seed: int = 0, progress: bool | None = None, **sampler) -> Fit:
+        samples: int = 1000, seed: int = 0, progress: bool | None = None, error="default", **sampler) -> Fit:
     """Fit ``law`` to ``runs`` with NUTS (float64, seeded) and return a :class:`Fit`.
 
     ``runs``: DataFrame or CSV/Parquet path; ``x``/``inputs`` map the law's inputs to columns, ``y`` names the
@@ -495,15 +553,22 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
     (bounded metrics in [0, 1], zeros included; :mod:`bayescale.noise`).
     Extra keywords (``target_accept``, ``max_tree_depth``, ``dense_mass``, ``n_starts``, ``opt_steps``) tune NUTS;
     ``target_accept`` defaults to the law's (``Law.target_accept``).
+    ``error``: the extrapolation error of predictions beyond the runs (:attr:`Fit.error`): ``"default"`` (the
+    corpus-learned prior updated with the fit's own leave-future-out errors, :mod:`bayescale.error_model`), an
+    :class:`~bayescale.error_model.ErrorModel`, or ``"raw"``/None for the raw posterior (bands too narrow beyond
+    the runs on real curves; ``predict(..., raw=True)`` gives them for any fit).
     With ``group=``, each group is a curve and the result is :func:`fit_many`'s.
     """
+    error = check_error(error)
     if group is not None:
         return fit_many(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
                         likelihood=likelihood, df=df, chains=chains, warmup=warmup, samples=samples, seed=seed,
-                        progress=progress, **sampler)
+                        progress=progress, error=error, **sampler)
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
-    return _fit_prepared(rd, df, SamplerSettings.for_law(rd.law, chains, warmup, samples, **sampler), seed, progress)
+    out = _fit_prepared(rd, df, SamplerSettings.for_law(rd.law, chains, warmup, samples, **sampler), seed, progress)
+    out.error_model = error
+    return out
 
 
 def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None) -> Fit:
@@ -577,7 +642,7 @@ class FitMany(dict):
 def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None, se=None, lower=None, upper=None,
              likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000, samples: int = 1000,
              seed: int = 0, progress: bool | None = None, refit_flagged: bool = True, batch_size: int | None = None,
-             joint: bool = False, executor=None, **sampler) -> FitMany:
+             joint: bool = False, executor=None, error="default", **sampler) -> FitMany:
     """Fit ``law`` to every group of ``runs`` with vectorised NUTS (CPU, or GPU when JAX sees one).
 
     Curves are padded to a common length, so one compiled program serves them all, and sampled ``batch_size`` at a
@@ -605,7 +670,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
 
     Parameters
     ----------
-    runs, law, group, y, x, inputs, se, lower, upper, likelihood, df, chains, warmup, samples, seed, progress
+    runs, law, group, y, x, inputs, se, lower, upper, likelihood, df, chains, warmup, samples, seed, progress, error
         As for :func:`fit`; ``group`` names the column whose values are the curves.
     refit_flagged : bool
         Refit a curve whose diagnostics fail alone with twice the warm-up; the better of the two fits is kept.
@@ -627,6 +692,7 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
         A dict group -> :class:`Fit`, with ``refitted`` (the groups refitted) and :meth:`FitMany.summary`.
     """
     _check_executor(executor)
+    error = check_error(error)
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, group=group, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
     law = rd.law
@@ -666,6 +732,8 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
         refitted.append(g)
         if len(f2.warnings) <= len(fits[g].warnings):
             fits[g] = f2
+    for f in fits.values():
+        f.error_model = error
     return FitMany(fits, law, refitted)
 
 

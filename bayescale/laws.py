@@ -76,7 +76,9 @@ class Law:
     higher rate, hence smaller steps, to avoid divergences; ``benchmarks/init.py`` measures it).
     ``optimum(nat, budgets)``, for laws in N and D: the compute-optimal model size N* under C = 6ND in closed
     form, from the published-form parameters ``nat`` (each (S, 1)) and ``budgets`` (1, B); None: solved
-    numerically (:func:`bayescale.compute_optimal`).
+    numerically (:func:`bayescale.compute_optimal`). ``toward``: where the law is used to predict, ``"max"``
+    (larger inputs than the runs', the default) or ``"min"`` (smaller, e.g. lower loss for a loss -> error link);
+    leave-future-out holds out the runs furthest that way.
     """
 
     name: str
@@ -92,6 +94,7 @@ class Law:
     tags: tuple[str, ...] = field(default_factory=tuple)
     target_accept: float = 0.9
     optimum: Callable | None = None
+    toward: str = "max"
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -496,6 +499,7 @@ register_law(Law(
     description="Downstream error (in [0, 1]) from loss; an exponential link.",
     y_range=(0.0, 1.0),
     reference="Gadre et al. 2024, eq. 5",
+    toward="min",
 ))
 
 register_law(Law(

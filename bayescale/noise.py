@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
-__all__ = ["LIKELIHOODS", "check_likelihood", "log_prob", "noise_dist", "sample", "sigma_prior"]
+__all__ = ["LIKELIHOODS", "check_likelihood", "log_prob", "log_sd", "noise_dist", "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "beta")
 SQUEEZE = 1e-3  # beta noise: outcomes 0 and 1 sit this far inside (0, 1)
@@ -89,3 +89,17 @@ def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.nd
         seed = int(seed.integers(2**31))
     y = np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.PRNGKey(seed)))
     return np.clip(y, 0.0, 1.0) if likelihood == "beta" else y  # the squeeze's margin maps to 0 and 1
+
+
+def log_sd(likelihood: str, mu, sigma, df: float = 4.0) -> np.ndarray:
+    """Approximate sd of ``ln y`` around ``ln mu`` under the noise model (delta method off the log scale):
+    ``sigma`` (lognormal), ``sigma / mu`` (normal; Student-t times ``sqrt(df / (df - 2))``, capped at 3 times for
+    ``df <= 2.25``), ``sigma sqrt((1 - m) / m)`` (beta, ``m`` the squeezed mean)."""
+    mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
+    if likelihood == "lognormal":
+        return np.broadcast_to(sigma, np.broadcast_shapes(mu.shape, sigma.shape))
+    if likelihood == "beta":
+        m = SQUEEZE + (1 - 2 * SQUEEZE) * np.clip(mu, 0.0, 1.0)
+        return sigma * np.sqrt((1 - m) / m)
+    rel = sigma / np.maximum(np.abs(mu), TINY)
+    return rel if likelihood == "normal" else rel * min(np.sqrt(df / (df - 2)) if df > 2.25 else 3.0, 3.0)

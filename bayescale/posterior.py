@@ -8,11 +8,12 @@ compute-optimal allocation, next-run selection, risk reports and scoring all ask
 - :meth:`PosteriorDraws.mean`: the law's mean curve ``mu(x)`` per draw (parameter uncertainty only);
 - :meth:`PosteriorDraws.curve`: the mean curve with the law's *extrapolation error*, applied here and nowhere else::
 
-      mu'(x) = mu(x) * exp(tau * b(x) * z),    z ~ Normal(0, 1), one z per draw
+      mu'(x) = mu(x) * exp(tau * b(x)^gamma * z),    z ~ Normal(0, 1), one z per draw
 
   ``b`` the distance beyond the component's fitted runs (:func:`bayescale.runs.distance_beyond`: decades of the
-  furthest log input, 0 inside) and ``tau`` its error in ln-units per decade (0 unless calibrated,
-  :mod:`bayescale.calibration`). One ``z`` per draw makes the error a smooth bend of the whole curve beyond the
+  furthest log input, 0 inside), ``tau`` its error in ln-units per decade^gamma, one value or one per draw (drawn
+  from the fit's :class:`~bayescale.error_model.ExtrapolationError`, which mixes over the uncertain ``tau``; 0 for
+  the raw posterior). One ``z`` per draw makes the error a smooth bend of the whole curve beyond the
   runs (the same sign at every point), so joint quantities (P(option A beats B), an optimum over N) see it too;
 - :meth:`PosteriorDraws.predictive`: that curve and a new observed run there (noise model: :mod:`bayescale.noise`);
 - :meth:`PosteriorDraws.log_density`: ``log sum_k w_k mean_s p_k(y | draw s)`` of observed runs.
@@ -81,8 +82,19 @@ class Component:
     scales: Scales
     likelihood: str = "lognormal"
     df: float = 4.0
-    tau: float = 0.0
+    tau: float | np.ndarray = 0.0  # one value, or one per draw (S,)
     weight: float = 1.0
+    gamma: float = 1.0
+    error_note: str = ""  # how the extrapolation error was obtained (recorded by bands and reports)
+
+    @property
+    def tau_median(self) -> float:
+        return float(np.median(self.tau))
+
+    @property
+    def tau_rms(self) -> float:
+        """``sqrt(mean tau^2)``: one scale for the whole error (next-run selection's candidate error)."""
+        return float(np.sqrt(np.mean(np.square(self.tau))))
 
     @property
     def size(self) -> int:
@@ -105,13 +117,17 @@ class Component:
         return distance_beyond(self.law, flat, self.scales).reshape(shape)
 
     def curve(self, values: dict, z: np.ndarray, paired: bool = False) -> np.ndarray:
-        """Mean curve times the extrapolation error ``exp(tau b z)``; ``z`` (S,) one standard normal per draw."""
+        """Mean curve times the extrapolation error ``exp(tau b^gamma z)``; ``z`` (S,) one standard normal per
+        draw."""
         mu = self.mean(values, paired)
-        if self.tau == 0:
+        if not np.any(self.tau):
             return mu
-        b = self.beyond(values)
-        z = np.asarray(z, float).reshape((-1,) + (1,) * (mu.ndim - 1))
-        return mu * np.exp(self.tau * (b if paired else b[None]) * z)
+        b = self.beyond(values) ** self.gamma
+        per_draw = (-1,) + (1,) * (mu.ndim - 1)
+        z = np.asarray(z, float).reshape(per_draw)
+        tau = np.asarray(self.tau, float)
+        tau = tau.reshape(per_draw) if tau.ndim else tau
+        return mu * np.exp(tau * (b if paired else b[None]) * z)
 
     def sigma_of(self, idx=None, ndim: int = 2) -> np.ndarray:
         s = np.asarray(self.params["sigma"], float)
@@ -239,7 +255,14 @@ class PosteriorDraws:
 
     @property
     def taus(self) -> dict:
-        return {c.law.name: c.tau for c in self.components}
+        """Median ``tau`` of each law."""
+        return {c.law.name: c.tau_median for c in self.components}
+
+    @property
+    def error_notes(self) -> dict:
+        """How each law's extrapolation error was obtained."""
+        return {c.law.name: c.error_note or ("none (raw posterior)" if not np.any(c.tau) else "fixed tau")
+                for c in self.components}
 
 
 def posterior_draws(model, max_draws: int | None = 2000, seed: int = 0) -> PosteriorDraws:
@@ -273,7 +296,8 @@ def mixture(parts: list, weights, max_draws: int | None, seed: int, source: str,
             continue
         for c in part.components:
             idx = rng.choice(c.size, size=cnt, replace=cnt > c.size)
-            comps.append(replace(c, params={k: v[idx] for k, v in c.params.items()}, weight=float(wk)))
+            tau = c.tau[idx] if np.ndim(c.tau) else c.tau
+            comps.append(replace(c, params={k: v[idx] for k, v in c.params.items()}, weight=float(wk), tau=tau))
     return PosteriorDraws(comps, source=source)
 
 

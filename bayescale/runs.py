@@ -22,7 +22,7 @@ import pandas as pd
 from bayescale.errors import RunTableError, SettingError
 from bayescale.laws import Law, Scales, get_law, list_laws
 
-__all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "outside", "parse_number", "parse_size",
+__all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "fitted_span", "outside", "parse_number", "parse_size",
            "prepare_runs", "query_points", "read_runs", "run_size", "scales_for", "simpler_law", "transform_inputs"]
 
 Z95 = 1.959963984540054
@@ -451,6 +451,12 @@ def outside(t, lo, hi, scale: str = "log") -> np.ndarray:
     t, lo, hi = np.asarray(t, float), np.asarray(lo, float), np.asarray(hi, float)
     over = np.maximum(t - hi, 0) + np.maximum(lo - t, 0)
     return over / math.log(10) if scale == "log" else over
+
+
+def fitted_span(law: Law, scales: Scales) -> float:
+    """How much ground the fitted runs cover: max over inputs of their range, in decades (log inputs) or units."""
+    return max((scales.hi[i.name] - scales.lo[i.name]) / (math.log(10) if i.scale == "log" else 1.0)
+               for i in law.inputs)
 
 
 def distance_beyond(law: Law, frame: pd.DataFrame, scales: Scales) -> np.ndarray:

@@ -41,13 +41,14 @@ def test_estimate_tau_is_zero_when_the_errors_need_none():
 
 def test_discrepancy_widens_bands_beyond_the_data_only(chinchilla_fit):
     at = {"N": [1e8, 1e11], "D": [1e10, 1e13]}  # inside, then 2 decades beyond
-    raw = chinchilla_fit.predict(at, levels=(0.9,), seed=0)
+    raw = chinchilla_fit.predict(at, levels=(0.9,), seed=0, raw=True)
     wide = chinchilla_fit.with_discrepancy(0.1).predict(at, levels=(0.9,), seed=0)
     w_raw = np.subtract(*raw.interval(0.9)[::-1])
     w_wide = np.subtract(*wide.interval(0.9)[::-1])
     assert w_wide[0] == pytest.approx(w_raw[0], rel=1e-12)
     assert w_wide[1] > 1.5 * w_raw[1]
-    assert wide.attrs["discrepancy_tau"] == 0.1 and chinchilla_fit.discrepancy == 0.0
+    assert wide.attrs["discrepancy_tau"] == 0.1 and raw.attrs["extrapolation_error"] == "none (raw posterior)"
+    assert chinchilla_fit.error.method.startswith("corpus prior")  # with_discrepancy left the fit as it was
 
 
 def test_calibrate_holds_out_the_largest_runs(chinchilla_fit, tmp_path):
@@ -112,7 +113,7 @@ def test_fit_many_pooled_calibration_sets_one_tau():
     taus = {f.discrepancy for f in cal.values()}
     assert len(taus) == 1 and next(iter(taus)) >= 0
     assert set(next(iter(cal.values())).calibration.heldout["group"]) == {0, 1}
-    assert all(f.discrepancy == 0.0 for f in fm.values())
+    assert all(f.error.method.startswith("corpus prior") for f in fm.values())  # the fits themselves unchanged
 
 
 def test_localize_counts_far_runs_less(tmp_path):
@@ -136,8 +137,9 @@ def test_localize_counts_far_runs_less(tmp_path):
     # each run's known error is tau x its distance from the target (ln units: se / y)
     np.testing.assert_allclose(local.runs["se"] / local.runs["y"], 0.05 * d, rtol=1e-12)
     assert local.local["tau"] == 0.05 and local.columns == glob.columns and local.discrepancy == 0.05
-    assert glob.localize(target, tau=0.07, **FAST).discrepancy == 0.0   # keeps the fit's own (none here)
-    band = {name: f.predict(target, levels=(0.9,), seed=0).data for name, f in (("global", glob), ("local", local))}
+    assert glob.localize(target, tau=0.07, **FAST).error == glob.error   # keeps the fit's own
+    band = {name: f.predict(target, levels=(0.9,), seed=0).data
+            for name, f in (("global", glob.with_error(None)), ("local", local))}
     width = {k: float(np.log(b.curve_upper[0, 0] / b.curve_lower[0, 0])) for k, b in band.items()}
     assert width["local"] > 1.5 * width["global"]
     truth = chinchilla_truth(1.5e9, 2e11)
@@ -145,7 +147,7 @@ def test_localize_counts_far_runs_less(tmp_path):
     back = bs.load_fit(local.save(tmp_path / "local.nc"))
     assert back.local["tau"] == 0.05 and back.local["targets"].equals(local.local["targets"])
     with pytest.raises(bs.BayescaleError, match="calibrate the fit first"):
-        glob.localize(target)
+        glob.with_error(None).localize(target)
     # recalibrate (the default after fit.calibrate()): the local fit's own extrapolation error is re-estimated by
     # leave-future-out on the local fit, whose held-out refit keeps the runs' extra errors
     relocal = glob.with_discrepancy(0.05).localize(target, recalibrate=True, **FAST)

@@ -9,7 +9,7 @@ from importlib import resources
 
 import pandas as pd
 
-__all__ = ["chinchilla", "colpret", "gadre", "gadre_downstream", "path", "revisiting"]
+__all__ = ["chinchilla", "colpret", "datablations", "gadre", "gadre_downstream", "multipower", "path", "revisiting"]
 
 
 def path(name: str):
@@ -69,3 +69,32 @@ def gadre_downstream(val_set: str = "c4_val") -> pd.DataFrame:
     acc = pd.read_csv(path("gadre_downstream_long.csv"))
     err = (1.0 - acc.groupby("name")["accuracy"].mean()).rename("err")
     return gadre(val_set).merge(err, left_on="name", right_index=True, how="inner")
+
+
+def datablations() -> pd.DataFrame:
+    """Repeated-data training (Muennighoff et al. 2023, via ColPret): 48 loss-vs-tokens curves.
+
+    Columns ``curve, data, N, epochs, tokens, loss, tokens_per_epoch``: corpus ``data`` (c4/oscar), ``N`` parameters,
+    the unique-token budget repeated for ``epochs`` epochs, ``tokens`` seen so far; ``curve`` is ``data/N/epochs``.
+    """
+    raw = pd.read_csv(path("datablations_losses.csv"))
+    n = raw["num_params"].str.rstrip("B").astype(float) * 1e9
+    out = pd.DataFrame({"data": raw["data"], "N": n, "epochs": raw["epochs"].astype(int),
+                        "tokens": raw["token_num"].astype(float), "loss": raw["loss"].astype(float),
+                        "tokens_per_epoch": raw["tokens_per_epoch"].astype(float)})
+    out.insert(0, "curve", out["data"] + "/" + raw["num_params"] + "/" + out["epochs"].astype(str) + "ep")
+    return out.sort_values(["curve", "tokens"], kind="stable").reset_index(drop=True)
+
+
+def multipower() -> pd.DataFrame:
+    """Loss curves under nine learning-rate schedules (Luo et al. 2025): 27 curves (3 sizes x 9 schedules).
+
+    Columns ``curve, N, schedule, fit_set, step, lr, loss``: ``N`` parameters (25M/100M/400M), ``fit_set`` the
+    authors' training schedules; ``curve`` is ``<size>M/<schedule>``.
+    """
+    raw = pd.read_csv(path("multipower_loss_curves.csv"))
+    out = pd.DataFrame({"N": raw["model_size_m"].astype(float) * 1e6, "schedule": raw["schedule"],
+                        "fit_set": raw["fit_set"].astype(bool), "step": raw["step"].astype(float),
+                        "lr": raw["lr"].astype(float), "loss": raw["loss"].astype(float)})
+    out.insert(0, "curve", raw["model_size_m"].astype(str) + "M/" + out["schedule"])
+    return out.sort_values(["curve", "step"], kind="stable").reset_index(drop=True)

@@ -424,7 +424,7 @@ def _run_error(run_error, cand: pd.DataFrame):
 def _extrapolation(law, cand, kind, spec, draws: PosteriorDraws) -> _Extrapolation | None:
     """The draws' extrapolation error (for a mixture the draw-weighted mean of the families' tau^2), or None when
     it is 0. ``draws`` themselves must then be error-free: this term replaces the error's draws."""
-    tau2 = sum(c.size * c.tau**2 for c in draws.components) / draws.size
+    tau2 = sum(c.size * c.tau_rms**2 for c in draws.components) / draws.size
     if tau2 <= 0:
         return None
     base = draws.without_error()

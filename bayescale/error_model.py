@@ -1,0 +1,311 @@
+"""The extrapolation-error model: how far a law's predictions stray beyond its runs, learned from real curves.
+
+A law fitted to runs is exact only if the curve belongs to its family; real curves bend away from it, more the
+further a prediction reaches. bayescale models the bend of curve ``c`` as a multiplicative error on the law's mean
+curve (applied by :mod:`bayescale.posterior`)::
+
+    mu'(x) = mu(x) exp(tau_c b(x)^gamma z_c),   z_c ~ Normal(0, 1), one per curve (a smooth bend, not jitter)
+
+with ``b`` the distance beyond the fitted runs (decades of the furthest log input, 0 inside) and ``tau_c`` in
+ln-units per decade^gamma. Curves differ, so ``tau_c`` is itself uncertain (hierarchical)::
+
+    ln tau_c ~ Normal(a + a_family + a_domain + beta_span ln(span / 1 decade) + beta_noise ln(noise / 0.01),
+                      omega^2),   a_domain ~ Normal(0, omega_domain^2)
+
+``span``: decades the fitted runs cover; ``noise``: the fit's noise scale (ln units); ``a_domain``: what curves of
+one domain (a suite of related runs) share, unknown for a user's curve, so its prior sd is
+``sqrt(omega^2 + omega_domain^2)``. Mixing over ``tau_c`` gives
+errors heavier-tailed than Gaussian, and the data decide ``gamma`` (how the error grows with distance).
+
+:func:`learn` fits ``a, omega, gamma, beta_*`` and the family offsets (shrunk towards 0 with sd
+:data:`FAMILY_SD`; a family the corpus lacks gets 0 and that extra spread) by maximum marginal likelihood on a corpus
+of held-out errors of real curves: per curve, the log errors ``r = ln y - E[ln y_pred]`` and predictive sds ``s`` of
+its runs beyond the fitted ones, ``r ~ Normal(0, diag(s^2) + tau_c^2 u u^T)``, ``u = b^gamma``, integrated over
+``ln tau_c`` on a grid. The package ships one learned on six public suites (:func:`default_error_model`,
+``error_model.json``; ``benchmarks/honest_bands.py`` learns it and scores it leave-one-suite-out).
+
+:meth:`ErrorModel.posterior` updates the prior with a fit's own leave-future-out errors (the same likelihood), so
+that with few runs the corpus decides and with many the curve's own runs do; it returns an
+:class:`ExtrapolationError` (a distribution of ``tau`` on a grid) that fits carry and draws come from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+from bayescale.errors import SettingError
+from bayescale.noise import log_sd
+
+__all__ = ["ErrorModel", "ExtrapolationError", "check_error", "default_error_model", "learn", "noise_level"]
+
+GRID = np.linspace(np.log(1e-4), np.log(5.0), 161)  # ln tau grid (ln-units per decade^gamma)
+FAMILY_SD = 0.5  # sd of a family's offset of ln tau (ln units): how different families may be a priori
+OMEGA_MIN = 0.05  # smallest sd of ln tau between curves: below the grid's resolution
+SPAN_REF, NOISE_REF = 1.0, 0.01  # covariate reference values: 1 decade of runs, 1% noise
+
+
+def _loglik_grid(r, s, u, grid=GRID) -> np.ndarray:
+    """``log Normal(r; 0, diag(s^2) + tau^2 u u^T)`` at each ``ln tau`` of ``grid`` (rank-one update, closed form)."""
+    r, s, u = (np.asarray(v, float).reshape(-1) for v in (r, s, u))
+    if r.size == 0:
+        return np.zeros(len(grid))
+    s2 = np.maximum(s, 1e-8) ** 2
+    a, bv, rr = np.sum(u**2 / s2), np.sum(u * r / s2), np.sum(r**2 / s2)
+    t2 = np.exp(2 * np.asarray(grid))
+    return -0.5 * (r.size * np.log(2 * np.pi) + np.sum(np.log(s2)) + np.log1p(t2 * a) + rr - t2 * bv**2 / (1 + t2 * a))
+
+
+def _log_prior_grid(m, sd, grid=GRID) -> np.ndarray:
+    """Normal(m, sd^2) of ``ln tau`` as probabilities on the grid (normalised there, so a narrow prior stays a
+    distribution instead of a spike the quadrature would overweight)."""
+    lp = -0.5 * ((np.asarray(grid) - m) / sd) ** 2
+    return lp - logsumexp(lp)
+
+
+@dataclass(frozen=True)
+class ExtrapolationError:
+    """The extrapolation error of one fit: a distribution of ``tau`` (probabilities ``prob`` on ``ln tau`` grid
+    ``log_tau``; a point mass for a fixed ``tau``), its growth ``gamma`` with the distance beyond the runs, and how
+    it was obtained (``method``)."""
+
+    log_tau: tuple
+    prob: tuple
+    gamma: float = 1.0
+    method: str = "fixed"
+    point: float | None = None  # a fixed tau, exactly
+
+    @classmethod
+    def fixed(cls, tau: float, gamma: float = 1.0, method: str = "fixed") -> "ExtrapolationError":
+        """A known ``tau`` (ln-units per decade^gamma; 0: the raw posterior)."""
+        tau = float(tau)
+        if not (np.isfinite(tau) and tau >= 0):
+            raise ValueError(f"the extrapolation error tau must be a finite number >= 0, got {tau!r}")
+        return cls((), (), float(gamma), method, tau)
+
+    @property
+    def is_zero(self) -> bool:
+        return self.point == 0
+
+    def quantile(self, q) -> np.ndarray:
+        """Quantiles of ``tau``."""
+        if self.point is not None:
+            return np.full(np.shape(q), self.point)
+        lt, p = np.asarray(self.log_tau, float), np.asarray(self.prob, float)
+        if len(lt) == 1:
+            return np.full(np.shape(q), np.exp(lt[0]))
+        cdf = np.cumsum(p) / p.sum()
+        return np.exp(np.interp(q, cdf, lt))
+
+    @property
+    def tau(self) -> float:
+        """Median ``tau`` (ln-units per decade^gamma)."""
+        return float(self.quantile(0.5))
+
+    def draws(self, n: int, seed) -> np.ndarray:
+        """``n`` draws of ``tau`` (grid cells chosen by probability, uniform within the cell), from ``seed``."""
+        if self.point is not None:
+            return np.full(n, self.point)
+        lt, p = np.asarray(self.log_tau, float), np.asarray(self.prob, float)
+        rng = np.random.default_rng(seed)
+        step = lt[1] - lt[0] if len(lt) > 1 else 0.0
+        return np.exp(lt[rng.choice(len(lt), size=n, p=p / p.sum())] + step * (rng.random(n) - 0.5))
+
+    def describe(self) -> str:
+        if self.point is not None:
+            return f"tau {self.tau:.3g} per decade ({self.method})"
+        lo, hi = self.quantile([0.05, 0.95])
+        return (f"tau {self.tau:.3g} [{lo:.3g}, {hi:.3g}] (90%) ln-units per decade^{self.gamma:.2f} "
+                f"({self.method})")
+
+    def to_dict(self) -> dict:
+        return {"log_tau": [float(v) for v in self.log_tau], "prob": [float(v) for v in self.prob],
+                "gamma": self.gamma, "method": self.method, "point": self.point}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ExtrapolationError":
+        point = d.get("point")
+        if point is not None:
+            return cls.fixed(float(point), float(d["gamma"]), str(d["method"]))
+        lt, p = tuple(float(v) for v in d["log_tau"]), tuple(float(v) for v in d["prob"])
+        if not lt or len(lt) != len(p) or not all(np.isfinite(lt)) or not all(v >= 0 for v in p) or sum(p) <= 0:
+            raise ValueError("an extrapolation error needs matching finite log_tau and probabilities")
+        return cls(lt, p, float(d["gamma"]), str(d["method"]))
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, ExtrapolationError) and self.to_dict() == other.to_dict())
+
+    __hash__ = None
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """Corpus prior of the extrapolation error (see the module docstring for the model and its parameters)."""
+
+    a: float
+    omega: float
+    gamma: float
+    beta_span: float = 0.0
+    beta_noise: float = 0.0
+    family: dict = field(default_factory=dict)
+    source: str = ""
+    omega_domain: float = 0.0
+    kappa: float = 1.0
+
+    def prior(self, family: str, span: float, noise: float) -> tuple[float, float]:
+        """Mean and sd of ``ln tau`` for a curve of ``family`` whose runs cover ``span`` decades with noise
+        ``noise`` (ln units)."""
+        m = (self.a + self.beta_span * np.log(max(span, 1e-3) / SPAN_REF)
+             + self.beta_noise * np.log(max(noise, 1e-5) / NOISE_REF))
+        sd = np.hypot(self.omega, self.omega_domain)  # a new curve, from a domain the corpus may lack
+        if family in self.family:
+            return float(m + self.family[family]), float(sd)
+        return float(m), float(np.hypot(sd, FAMILY_SD))
+
+    def posterior(self, family: str, span: float, noise: float, errors: pd.DataFrame | None = None,
+                  method: str = "") -> ExtrapolationError:
+        """The extrapolation error of one fit: the prior updated with its own held-out errors.
+
+        Parameters
+        ----------
+        family : str
+            The law's name (families the corpus lacks get the prior's extra spread).
+        span, noise : float
+            Decades the fitted runs cover; the fit's noise scale (ln units).
+        errors : DataFrame, optional
+            The fit's own leave-future-out errors: columns ``r`` (ln y minus the predicted mean of ln y), ``s``
+            (predictive sd of ln y) and ``beyond`` (decades beyond the runs it was predicted from).
+        method : str
+            How ``errors`` were made (recorded in the result).
+
+        Returns
+        -------
+        ExtrapolationError
+        """
+        m, sd = self.prior(family, span, noise)
+        logp = _log_prior_grid(m, sd)
+        n = 0
+        if errors is not None and len(errors):
+            use = errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
+            n = len(use)
+            if n:
+                logp = logp + _loglik_grid(use["r"], use["s"], self.kappa * use["beyond"].to_numpy(float) ** self.gamma)
+        p = np.exp(logp - logsumexp(logp))
+        how = "corpus prior" + (f" updated with {n} held-out run{'s' * (n != 1)} of its own ({method})" if n else
+                                " only (no run of its own could be held out)")
+        return ExtrapolationError(tuple(GRID), tuple(p), self.gamma, how)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ErrorModel":
+        return cls(**{k: d[k] for k in ("a", "omega", "gamma", "beta_span", "beta_noise", "family", "source",
+                                        "omega_domain", "kappa")})
+
+
+def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") -> ErrorModel:
+    """Learn an :class:`ErrorModel` from held-out errors of real curves.
+
+    Parameters
+    ----------
+    errors : DataFrame
+        One row per held-out run: ``curve`` (id), ``family`` (law name), ``r``, ``s``, ``beyond`` (as for
+        :meth:`ErrorModel.posterior`), ``span`` and ``noise`` (per curve, see :meth:`ErrorModel.prior`), and
+        ``domain`` when given.
+    domain : str or None
+        A column grouping curves into domains (e.g. the suite). Each domain gets its own offset of ``ln tau``,
+        ``Normal(0, omega_domain^2)``, integrated out: curves of one domain are alike, and a user's curve comes from
+        a domain the corpus may lack, so its prior carries ``omega_domain`` too. Each domain weighs the same in
+        total, so a domain of many curves does not decide alone. None: one domain.
+    source : str
+        What the corpus is (recorded in the model).
+
+    Returns
+    -------
+    ErrorModel
+        The maximum marginal likelihood parameters (family offsets shrunk, sd :data:`FAMILY_SD`).
+    """
+    need = {"curve", "family", "r", "s", "beyond", "span", "noise"} | ({domain} if domain else set())
+    missing = sorted(need - set(errors.columns))
+    if missing:
+        raise SettingError(f"the error corpus lacks columns {missing}; it needs {sorted(need)}")
+    d = errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
+    d = d.assign(_domain="all" if domain is None else d[domain].astype(str))
+    curves = [g for _, g in d.groupby("curve", sort=True)]
+    if len(curves) < 3:
+        raise SettingError(f"learning the error model needs held-out errors of at least 3 curves, got {len(curves)}")
+    first = pd.DataFrame([g.iloc[0] for g in curves])
+    fams = sorted(first["family"].astype(str).unique())
+    fi = np.array([fams.index(f) for f in first["family"].astype(str)])
+    xs = np.log(np.maximum(first["span"].to_numpy(float), 1e-3) / SPAN_REF)
+    xn = np.log(np.maximum(first["noise"].to_numpy(float), 1e-5) / NOISE_REF)
+    doms = sorted(first["_domain"].unique())
+    di = np.array([doms.index(v) for v in first["_domain"]])
+    counts = np.bincount(di)
+    w = len(curves) / (len(doms) * counts[di])  # each domain the same total weight
+    if "kind" not in d:
+        curves = [g.assign(kind="target") for g in curves]
+    log_b = [np.log(np.maximum(g["beyond"].to_numpy(float), 1e-12)) for g in curves]
+    own = [g["kind"].to_numpy() == "own" for g in curves]
+    q = np.linspace(-4, 4, 33)  # standardised domain offsets
+    log_wq = -0.5 * q**2 - logsumexp(-0.5 * q**2)
+
+    def unpack(th):
+        return (th[0], OMEGA_MIN + np.exp(th[1]), 0.25 + 2.25 / (1 + np.exp(-th[2])), th[3], th[4],
+                np.exp(th[5]), np.exp(th[6]), th[7:])
+
+    def curve_ll(g, lb, o, gam, kappa):  # target errors and own errors: one bend each, the same tau_c
+        r, s_, u = g["r"].to_numpy(float), g["s"].to_numpy(float), np.exp(gam * lb)
+        return _loglik_grid(r[~o], s_[~o], u[~o]) + _loglik_grid(r[o], s_[o], kappa * u[o])
+
+    def objective(th):
+        a, om, gam, bs_, bn, om_d, kappa, off = unpack(th)
+        m = a + off[fi] + bs_ * xs + bn * xn
+        ll = np.stack([curve_ll(g, lb, o, gam, kappa) for g, lb, o in zip(curves, log_b, own)])  # (C, G)
+        mean = m[:, None, None] + om_d * q[None, :, None]  # (C, Q, 1)
+        lp = -0.5 * ((GRID[None, None, :] - mean) / om) ** 2
+        lp = lp - logsumexp(lp, axis=2, keepdims=True)
+        per = logsumexp(ll[:, None, :] + lp, axis=2) * w[:, None]  # (C, Q): each curve given the domain offset
+        total = sum(logsumexp(log_wq + per[di == k].sum(axis=0)) for k in range(len(doms)))
+        # shrinkage of the family offsets and weak priors keep the slopes and the domain spread from chasing few
+        # domains (Normal(0, 1) slopes; half-normal(1) domain sd)
+        return (-total + 0.5 * np.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2 + om_d**2)
+                + 0.5 * np.log(kappa) ** 2)
+
+    th0 = np.concatenate([[np.log(0.05), np.log(0.3), 0.0, 0.0, 0.0, np.log(0.3), 0.0], np.zeros(len(fams))])
+    res = minimize(objective, th0, method="L-BFGS-B")
+    a, om, gam, bs_, bn, om_d, kappa, off = unpack(res.x)
+    return ErrorModel(float(a), float(om), float(gam), float(bs_), float(bn),
+                      {f: float(o) for f, o in zip(fams, off)}, source, float(om_d), float(kappa))
+
+
+def noise_level(likelihood: str, y, sigma, df: float = 4.0) -> float:
+    """A fit's typical noise in ln units: the median over runs ``y`` and draws ``sigma`` of
+    :func:`bayescale.noise.log_sd` (the error model's ``noise``)."""
+    y, sigma = np.asarray(y, float).reshape(1, -1), np.asarray(sigma, float).reshape(-1, 1)
+    return float(np.median(log_sd(likelihood, y, sigma, df)))
+
+
+def check_error(error):
+    """``error`` as a fit keeps it: ``"default"`` (the shipped corpus prior, loaded when first used), an
+    :class:`ErrorModel`, or None (``"raw"``/``"none"`` too: no extrapolation error); else a clear error."""
+    if error is None or isinstance(error, ErrorModel):
+        return error
+    if isinstance(error, str) and error.lower() in ("default", "raw", "none"):
+        return "default" if error.lower() == "default" else None
+    raise SettingError(f"error must be 'default' (the corpus-learned extrapolation error), an ErrorModel, or "
+                       f"'raw'/None (the raw posterior), got {error!r}")
+
+
+def default_error_model() -> ErrorModel:
+    """The error model shipped with the package (``error_model.json`` beside this module; its ``source`` says what
+    it was learned on and by which command)."""
+    with resources.files("bayescale").joinpath("error_model.json").open() as fh:
+        return ErrorModel.from_dict(json.load(fh))

@@ -1,0 +1,96 @@
+"""The extrapolation-error model: learned from a corpus, updated by a curve's own errors, on by default."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bayescale as bs
+from bayescale.error_model import ErrorModel, ExtrapolationError, check_error, default_error_model, learn
+
+TRUTH = dict(a=np.log(0.08), omega=0.3, gamma=0.7)
+
+
+def simulated_corpus(n_curves=60, seed=0, kappa=0.5):
+    """Held-out errors drawn from the model itself: per curve a tau, one bend z for its targets, another for its
+    own (leave-future-out) errors, each run with predictive sd s."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(n_curves):
+        tau = np.exp(TRUTH["a"] + TRUTH["omega"] * rng.standard_normal())
+        for kind, b, scale in (("target", np.linspace(0.1, 1.0, 6), 1.0), ("own", np.linspace(0.05, 0.2, 3), kappa)):
+            s = np.full(len(b), 0.01)
+            r = scale * tau * b ** TRUTH["gamma"] * rng.standard_normal() + s * rng.standard_normal(len(b))
+            rows.append(pd.DataFrame({"r": r, "s": s, "beyond": b, "kind": kind, "curve": c, "family": "M2",
+                                      "span": 1.0, "noise": 0.01, "suite": f"s{c % 3}"}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_learn_recovers_the_error_and_its_bands_cover_on_simulated_curves():
+    model = learn(simulated_corpus(), domain="suite")
+    tau0 = np.exp(model.a + model.family["M2"])
+    assert tau0 == pytest.approx(np.exp(TRUTH["a"]), rel=0.35)
+    assert model.gamma == pytest.approx(TRUTH["gamma"], abs=0.2)
+    # coverage of the 90% interval of new curves' target errors under the learned prior (the prior predictive)
+    test = simulated_corpus(200, seed=1)
+    test = test[test.kind == "target"]
+    err = model.posterior("M2", 1.0, 0.01)
+    tau = err.draws(20000, seed=2)
+    z = np.random.default_rng(3).standard_normal(20000)
+    covered = []
+    for _, g in test.groupby("curve"):
+        pred = tau[:, None] * g["beyond"].to_numpy() ** err.gamma * z[:, None]
+        lo, hi = np.quantile(pred, [0.05, 0.95], axis=0)
+        covered.extend((g["r"] >= lo) & (g["r"] <= hi))
+    assert 0.85 <= np.mean(covered) <= 0.95
+
+
+def test_a_curve_that_bends_more_than_the_corpus_expects_widens_its_own_error():
+    model = ErrorModel(a=np.log(0.05), omega=0.3, gamma=1.0, omega_domain=0.5, kappa=1.0)
+    b = np.linspace(0.1, 0.4, 8)
+
+    def own(tau):  # one leave-future-out refit: its held-out runs bend together (one z), tiny noise
+        return pd.DataFrame({"r": tau * b * 1.5, "s": 0.002, "beyond": b})
+
+    prior = model.posterior("M2", 1.0, 0.01)
+    bent = model.posterior("M2", 1.0, 0.01, own(0.5), "test")
+    flat = model.posterior("M2", 1.0, 0.01, own(0.0), "test")
+    assert bent.tau > 3 * prior.tau > 3 * flat.tau
+    assert "8 held-out runs" in bent.method and "prior only" in prior.method
+
+
+def test_fixed_errors_round_trip_and_bad_values_are_refused():
+    e = ExtrapolationError.fixed(0.1)
+    assert e.tau == 0.1 and np.all(e.draws(5, 0) == 0.1) and ExtrapolationError.from_dict(e.to_dict()) == e
+    g = default_error_model().posterior("chinchilla", 2.0, 0.01)
+    assert ExtrapolationError.from_dict(g.to_dict()).tau == pytest.approx(g.tau, rel=1e-6)
+    with pytest.raises(ValueError, match="tau must be"):
+        ExtrapolationError.fixed(-1)
+    with pytest.raises(bs.SettingError, match="error must be"):
+        check_error("bootstrap")
+    assert check_error("raw") is None and check_error("default") == "default"
+
+
+def test_the_shipped_model_says_what_it_was_learned_on():
+    m = default_error_model()
+    assert "honest_bands" in m.source and m.gamma > 0 and m.omega > 0
+    assert {"M4", "chinchilla"} <= set(m.family)
+    # an unknown family is less certain than a known one
+    assert m.prior("my_law", 1.0, 0.01)[1] > m.prior("M4", 1.0, 0.01)[1]
+
+
+def test_fits_carry_the_error_by_default_and_raw_is_one_keyword(chinchilla_fit):
+    err = chinchilla_fit.error
+    assert err.method.startswith("corpus prior") and err.tau > 0
+    at = {"N": [1e11], "D": [1e13]}
+    default = chinchilla_fit.predict(at, levels=(0.9,), seed=0)
+    raw = chinchilla_fit.predict(at, levels=(0.9,), seed=0, raw=True)
+    width = lambda b: float(np.subtract(*b.interval(0.9)[::-1])[0])  # noqa: E731
+    assert width(default) > 1.2 * width(raw)
+    assert default.attrs["extrapolation_error"].startswith("tau ")
+    assert chinchilla_fit.with_error(None).error.is_zero
+
+
+def test_saved_fits_keep_their_error(chinchilla_fit, tmp_path):
+    path = chinchilla_fit.save(tmp_path / "f.nc")
+    back = bs.load_fit(path)
+    assert back.error == chinchilla_fit.error and back.error_model == "default"
