@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-tests bench-extrapolation bench-replay bench-pfn bench-tables bench-check venv clean
+.PHONY: demo test bench bench-tests bench-honest bench-extrapolation bench-replay bench-pfn bench-tables bench-check venv clean
 
 $(STAMP): pyproject.toml
 	@set -e; \
@@ -43,6 +43,11 @@ bench: $(STAMP)
 # Extrapolation on real data: every suite and method of STANDARD in benchmarks/extrapolation.py, tables and plots.
 bench-extrapolation: $(STAMP)
 	$(PY) -m benchmarks.extrapolation --standard
+
+# Honest bands (issue 16): one NUTS fit per curve of six suites (cached, ~30 min), then leave-one-suite-out scores.
+bench-honest: $(STAMP)
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits
+	$(PY) -m benchmarks.honest_bands --stage score
 
 # Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
 bench-replay: $(STAMP)

@@ -182,6 +182,7 @@ def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int |
 
 
 KHAT_MAX = 0.7  # Pareto k above which importance sampling cannot stand in for a refit (Vehtari et al. 2024)
+MAX_BLOCKS = 4  # own held-out runs are predicted in at most this many blocks (each a separate bend of the law)
 
 
 def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, noise_sd: np.ndarray,
@@ -190,6 +191,8 @@ def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, nois
     ``psislw``) of its posterior draws, weighted ``1 / p(held-out runs | draw)``, stands in for the refit without
     the ``holdout`` share of the runs furthest toward ``law.toward`` (at least one), which then predicts them.
     Fewer runs are held out while the Pareto k exceeds :data:`KHAT_MAX` or too few distinct runs would remain.
+    The held-out runs are predicted in up to :data:`MAX_BLOCKS` blocks, nearest first, each from every run nearer
+    than it (prequential): each block is one bend of the law, so more runs give more independent evidence.
 
     Parameters
     ----------
@@ -206,40 +209,54 @@ def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, nois
     -------
     (DataFrame, str)
         One row per held-out run: ``r`` (ln y minus the predicted mean of ln y), ``s`` (predictive sd of ln y),
-        ``beyond`` (decades beyond the runs kept), ``khat``; and how they were made (empty table: why none).
+        ``beyond`` (decades beyond the runs it was predicted from), ``block``, ``khat``; and how they were made
+        (empty table: why none).
     """
-    import arviz_stats  # noqa: F401  (registers the .azstats accessor)
-    import xarray as xr
-
     runs = runs.reset_index(drop=True)
     y = runs["y"].to_numpy(float)
-    empty = pd.DataFrame(columns=["r", "s", "beyond", "khat"])
+    empty = pd.DataFrame(columns=["r", "s", "beyond", "block", "khat"])
     if (y <= 0).any():
         return empty, "needs positive outcomes"
     names = list(law.input_names)
     size = run_size(law, runs)
     order = np.argsort(-size if law.toward == "max" else size, kind="stable")  # furthest first
+    which = "largest" if law.toward == "max" else "smallest"
     for n_out in range(max(1, int(round(holdout * len(runs)))), 0, -1):
         out = np.zeros(len(runs), bool)
         out[order[:n_out]] = True
-        kept = runs[~out]
-        if len(kept.drop_duplicates(subset=names)) < law.needs_points:
+        if len(runs[~out].drop_duplicates(subset=names)) < law.needs_points or _psis(loglik, out)[1] > KHAT_MAX:
             continue
-        lw, khat = xr.DataArray(-loglik[:, out].sum(axis=1)[None, :], dims=("chain", "draw")).azstats.psislw(r_eff=1.0)
-        khat = float(khat)
-        if not np.isfinite(khat) or khat > KHAT_MAX:
-            continue
-        lw = np.asarray(lw, float).reshape(-1)
-        w = np.exp(lw - logsumexp(lw))
-        lmu = np.log(np.maximum(mu[:, out], 1e-300))
-        m = w @ lmu
-        var = w @ (lmu - m) ** 2 + w @ noise_sd[:, out] ** 2
-        table = pd.DataFrame({"r": np.log(y[out]) - m, "s": np.sqrt(var),
-                              "beyond": distance_beyond(law, runs[out], scales_for(law, kept)), "khat": khat})
-        which = "largest" if law.toward == "max" else "smallest"
-        return table, (f"importance-sampled leave-future-out of the {n_out} {which} run{'s' * (n_out != 1)}, "
-                       f"Pareto k {khat:.2f}")
+        # blocks of the held-out runs, nearest first: block j predicted from every run nearer than it
+        near_first = order[:n_out][::-1]
+        tables = []
+        for j, block in enumerate(np.array_split(near_first, min(n_out, MAX_BLOCKS))):
+            future = np.zeros(len(runs), bool)
+            future[near_first[near_first.tolist().index(block[0]):]] = True
+            w, khat = _psis(loglik, future)
+            if khat > KHAT_MAX:
+                continue
+            lmu = np.log(np.maximum(mu[:, block], 1e-300))
+            m = w @ lmu
+            var = w @ (lmu - m) ** 2 + w @ noise_sd[:, block] ** 2
+            tables.append(pd.DataFrame({"r": np.log(y[block]) - m, "s": np.sqrt(var), "block": j, "khat": khat,
+                                        "beyond": distance_beyond(law, runs.iloc[block], scales_for(law, runs[~future]))}))
+        table = pd.concat(tables, ignore_index=True)
+        return table, (f"importance-sampled leave-future-out of the {n_out} {which} run{'s' * (n_out != 1)} in "
+                       f"{len(tables)} block{'s' * (len(tables) != 1)}, Pareto k up to {table['khat'].max():.2f}")
     return empty, "no run could be held out (too few runs, or Pareto k above 0.7)"
+
+
+def _psis(loglik: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, float]:
+    """Normalised PSIS weights (ArviZ ``psislw``) of draws for the posterior without the runs ``out``, and k."""
+    import arviz_stats  # noqa: F401  (registers the .azstats accessor)
+    import xarray as xr
+
+    with warnings.catch_warnings():  # a high k is handled by the caller (fewer runs held out, or none)
+        warnings.simplefilter("ignore")
+        lw, khat = xr.DataArray(-loglik[:, out].sum(axis=1)[None, :], dims=("chain", "draw")).azstats.psislw(r_eff=1.0)
+    lw = np.asarray(lw, float).reshape(-1)
+    khat = float(khat)
+    return np.exp(lw - logsumexp(lw)), (khat if np.isfinite(khat) else np.inf)
 
 
 def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray:

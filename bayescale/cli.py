@@ -237,7 +237,7 @@ def cmd_predict(args) -> int:
         st = f.settings
         f = _localized(f, local, args.at, {"chains": st.num_chains, "warmup": st.num_warmup,
                                            "samples": st.num_samples})
-    bands = f.predict(args.at, levels=_levels(args.levels), seed=args.seed)
+    bands = f.predict(args.at, levels=_levels(args.levels), seed=args.seed, raw=args.raw)
     if args.out:
         bands.to_netcdf(args.out)
     if args.json:
@@ -246,6 +246,8 @@ def cmd_predict(args) -> int:
         print(f"law {f.law.name} ({f.likelihood} noise); bands for a new run (noise included)"
               + ("" if f.local is None else f"; fitted locally around these points ({f.local['tau']:.3g} per decade "
                                             "of distance from them)"))
+        print(f"extrapolation error: {bands.attrs['extrapolation_error']}"
+              + ("" if args.raw else " (--raw: the raw posterior, too narrow beyond the runs)"))
         _print_table(bands.table(), False)
         if not f.ok:
             print("warning: the fit's diagnostics failed: " + "; ".join(f.warnings))
@@ -553,7 +555,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--y", default="loss", help="(--method pfn) the outcome column (default: loss)")
     p.add_argument("--group", help="(--method pfn) column naming curves: one set of bands per curve")
     p.add_argument("--weights", help="(--method pfn) a .npz written by `bayescale pfn train` (default: the bundled one)")
-    p.add_argument("--raw", action="store_true", help="(--method pfn) the raw network's predictive, not recalibrated")
+    p.add_argument("--raw", action="store_true", help="the raw posterior, without the extrapolation error learned "
+                   "from real curves (nuts), or the raw network's predictive, not recalibrated (pfn); bands beyond "
+                   "the runs are then too narrow")
     p.add_argument("--at", required=True, help=f"query points: {POINTS_HELP}; e.g. \"N=70B,D=1.4T\" or "
                    "\"N=70B,D=1.4T;N=35B,D=2.8T\" (two points)")
     p.add_argument("--local", metavar="TAU", help="refit the law locally around the query points: each fitted run "

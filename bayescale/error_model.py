@@ -24,8 +24,10 @@ its runs beyond the fitted ones, ``r ~ Normal(0, diag(s^2) + tau_c^2 u u^T)``, `
 ``ln tau_c`` on a grid. The package ships one learned on six public suites (:func:`default_error_model`,
 ``error_model.json``; ``benchmarks/honest_bands.py`` learns it and scores it leave-one-suite-out).
 
-:meth:`ErrorModel.posterior` updates the prior with a fit's own leave-future-out errors (the same likelihood), so
-that with few runs the corpus decides and with many the curve's own runs do; it returns an
+:meth:`ErrorModel.posterior` updates the prior with a fit's own leave-future-out errors
+(:func:`bayescale.calibration.own_errors`: blocks of its largest runs, each one bend of scale ``kappa tau b^gamma``;
+the corpus learns ``kappa``, how the errors just beyond the runs relate to those further out), so that with few
+runs the corpus decides and with many blocks the curve's own runs weigh more; it returns an
 :class:`ExtrapolationError` (a distribution of ``tau`` on a grid) that fits carry and draws come from.
 """
 
@@ -60,6 +62,13 @@ def _loglik_grid(r, s, u, grid=GRID) -> np.ndarray:
     a, bv, rr = np.sum(u**2 / s2), np.sum(u * r / s2), np.sum(r**2 / s2)
     t2 = np.exp(2 * np.asarray(grid))
     return -0.5 * (r.size * np.log(2 * np.pi) + np.sum(np.log(s2)) + np.log1p(t2 * a) + rr - t2 * bv**2 / (1 + t2 * a))
+
+
+def _own_loglik(own: pd.DataFrame, gamma: float, kappa: float, grid=GRID) -> np.ndarray:
+    """Log likelihood on the grid of a curve's own held-out errors: each ``block`` one bend, ``u = kappa b^gamma``."""
+    blocks = own.groupby("block", sort=False) if "block" in own else [(0, own)]
+    return sum((_loglik_grid(g["r"], g["s"], kappa * g["beyond"].to_numpy(float) ** gamma, grid) for _, g in blocks),
+               np.zeros(len(grid)))
 
 
 def _log_prior_grid(m, sd, grid=GRID) -> np.ndarray:
@@ -161,6 +170,8 @@ class ErrorModel:
     def prior(self, family: str, span: float, noise: float) -> tuple[float, float]:
         """Mean and sd of ``ln tau`` for a curve of ``family`` whose runs cover ``span`` decades with noise
         ``noise`` (ln units)."""
+        span = span if np.isfinite(span) else SPAN_REF
+        noise = noise if np.isfinite(noise) else NOISE_REF
         m = (self.a + self.beta_span * np.log(max(span, 1e-3) / SPAN_REF)
              + self.beta_noise * np.log(max(noise, 1e-5) / NOISE_REF))
         sd = np.hypot(self.omega, self.omega_domain)  # a new curve, from a domain the corpus may lack
@@ -180,7 +191,8 @@ class ErrorModel:
             Decades the fitted runs cover; the fit's noise scale (ln units).
         errors : DataFrame, optional
             The fit's own leave-future-out errors: columns ``r`` (ln y minus the predicted mean of ln y), ``s``
-            (predictive sd of ln y) and ``beyond`` (decades beyond the runs it was predicted from).
+            (predictive sd of ln y), ``beyond`` (decades beyond the runs it was predicted from) and optionally
+            ``block`` (errors of one block share one bend; :func:`bayescale.calibration.own_errors`).
         method : str
             How ``errors`` were made (recorded in the result).
 
@@ -195,7 +207,7 @@ class ErrorModel:
             use = errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
             n = len(use)
             if n:
-                logp = logp + _loglik_grid(use["r"], use["s"], self.kappa * use["beyond"].to_numpy(float) ** self.gamma)
+                logp = logp + _own_loglik(use, self.gamma, self.kappa)
         p = np.exp(logp - logsumexp(logp))
         how = "corpus prior" + (f" updated with {n} held-out run{'s' * (n != 1)} of its own ({method})" if n else
                                 " only (no run of its own could be held out)")
@@ -217,8 +229,10 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
     ----------
     errors : DataFrame
         One row per held-out run: ``curve`` (id), ``family`` (law name), ``r``, ``s``, ``beyond`` (as for
-        :meth:`ErrorModel.posterior`), ``span`` and ``noise`` (per curve, see :meth:`ErrorModel.prior`), and
-        ``domain`` when given.
+        :meth:`ErrorModel.posterior`), ``span`` and ``noise`` (per curve, see :meth:`ErrorModel.prior`),
+        ``domain`` when given, and optionally ``kind`` (``"target"``: runs far beyond, one bend per curve;
+        ``"own"``: the curve's own leave-future-out errors, one bend per ``block``, scaled by ``kappa``, which is
+        learned: how the own errors relate to the errors further out).
     domain : str or None
         A column grouping curves into domains (e.g. the suite). Each domain gets its own offset of ``ln tau``,
         ``Normal(0, omega_domain^2)``, integrated out: curves of one domain are alike, and a user's curve comes from
@@ -250,10 +264,29 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
     di = np.array([doms.index(v) for v in first["_domain"]])
     counts = np.bincount(di)
     w = len(curves) / (len(doms) * counts[di])  # each domain the same total weight
-    if "kind" not in d:
-        curves = [g.assign(kind="target") for g in curves]
-    log_b = [np.log(np.maximum(g["beyond"].to_numpy(float), 1e-12)) for g in curves]
-    own = [g["kind"].to_numpy() == "own" for g in curves]
+    # every bend (a curve's target runs; each block of its own errors) padded into arrays: the objective is vectorised
+    bends = []
+    for c, g in enumerate(curves):
+        kind = g["kind"].to_numpy() if "kind" in g else np.full(len(g), "target")
+        block = g["block"].to_numpy() if "block" in g else np.zeros(len(g))
+        for is_own in (False, True):
+            sel = (kind == "own") == is_own
+            for blk in np.unique(block[sel]) if is_own else [None]:
+                part = g[sel & (block == blk)] if is_own else g[sel]
+                if len(part):
+                    bends.append((c, is_own, part["r"].to_numpy(float), part["s"].to_numpy(float),
+                                  np.log(np.maximum(part["beyond"].to_numpy(float), 1e-12))))
+    width = max(len(b[2]) for b in bends)
+    pad = lambda i: np.array([np.pad(b[i], (0, width - len(b[i]))) for b in bends])  # noqa: E731
+    r_, lb_ = pad(2), pad(4)
+    mask = np.array([np.arange(width) < len(b[2]) for b in bends], float)
+    inv_s2 = mask / np.maximum(pad(3), 1e-8) ** 2
+    const = np.array([len(b[2]) * np.log(2 * np.pi) + np.sum(np.log(np.maximum(b[3], 1e-8) ** 2)) for b in bends])
+    rr = np.sum(r_**2 * inv_s2, axis=1)
+    is_own_ = np.array([b[1] for b in bends])
+    to_curve = np.zeros((len(curves), len(bends)))
+    to_curve[[b[0] for b in bends], np.arange(len(bends))] = 1.0
+    t2 = np.exp(2 * GRID)
     q = np.linspace(-4, 4, 33)  # standardised domain offsets
     log_wq = -0.5 * q**2 - logsumexp(-0.5 * q**2)
 
@@ -261,14 +294,13 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
         return (th[0], OMEGA_MIN + np.exp(th[1]), 0.25 + 2.25 / (1 + np.exp(-th[2])), th[3], th[4],
                 np.exp(th[5]), np.exp(th[6]), th[7:])
 
-    def curve_ll(g, lb, o, gam, kappa):  # target errors and own errors: one bend each, the same tau_c
-        r, s_, u = g["r"].to_numpy(float), g["s"].to_numpy(float), np.exp(gam * lb)
-        return _loglik_grid(r[~o], s_[~o], u[~o]) + _loglik_grid(r[o], s_[o], kappa * u[o])
-
     def objective(th):
         a, om, gam, bs_, bn, om_d, kappa, off = unpack(th)
         m = a + off[fi] + bs_ * xs + bn * xn
-        ll = np.stack([curve_ll(g, lb, o, gam, kappa) for g, lb, o in zip(curves, log_b, own)])  # (C, G)
+        u = np.exp(gam * lb_) * np.where(is_own_, kappa, 1.0)[:, None]  # (bends, width): _loglik_grid, vectorised
+        ua, ub = np.sum(u**2 * inv_s2, axis=1)[:, None], np.sum(u * r_ * inv_s2, axis=1)[:, None]
+        lb = -0.5 * (const[:, None] + np.log1p(t2 * ua) + rr[:, None] - t2 * ub**2 / (1 + t2 * ua))
+        ll = to_curve @ lb  # (C, G)
         mean = m[:, None, None] + om_d * q[None, :, None]  # (C, Q, 1)
         lp = -0.5 * ((GRID[None, None, :] - mean) / om) ** 2
         lp = lp - logsumexp(lp, axis=2, keepdims=True)

@@ -91,12 +91,17 @@ class Fit:
     def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, discrepancy=None) -> PosteriorDraws:
         """This fit's :class:`~bayescale.posterior.PosteriorDraws`, predicting with its extrapolation error
         (:attr:`error`), or a fixed ``tau`` = ``discrepancy`` (0: the raw posterior)."""
-        err = self.error if discrepancy is None else ExtrapolationError.fixed(check_tau(discrepancy))
         params = self.draws(max_draws)
-        tau = err.draws(len(params["sigma"]), seed + 7)
-        comp = Component(self.law, params, self.scales, self.likelihood, self.df, tau, gamma=err.gamma,
-                         error_note=err.describe() if not err.is_zero else "none (raw posterior)")
+        comp = Component(self.law, params, self.scales, self.likelihood, self.df,
+                         **self.error_draws(len(next(iter(params.values()))), seed, discrepancy))
         return PosteriorDraws([comp], source=self.law.name)
+
+    def error_draws(self, n: int, seed: int, discrepancy=None) -> dict:
+        """The extrapolation error of ``n`` posterior draws, as a :class:`~bayescale.posterior.Component` takes
+        it: ``tau`` (n,), ``gamma`` and ``error_note``; ``discrepancy``: a fixed tau instead of :attr:`error`."""
+        err = self.error if discrepancy is None else ExtrapolationError.fixed(check_tau(discrepancy))
+        return {"tau": err.draws(n, seed + 7), "gamma": err.gamma,
+                "error_note": err.describe() if not err.is_zero else "none (raw posterior)"}
 
     # -- extrapolation error (bayescale.error_model, bayescale.calibration) ------------------------------
     @property

@@ -38,7 +38,7 @@ import xarray as xr
 
 from bayescale.errors import BayescaleError
 from bayescale.fit import Fit
-from bayescale.posterior import Component, PosteriorDraws, check_tau
+from bayescale.posterior import Component, PosteriorDraws
 from bayescale.sampler import SamplerSettings
 from bayescale.laws import Input, external_law
 from bayescale.runs import query_points, scales_for
@@ -75,10 +75,21 @@ class PyMCFit(Fit):
     def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, discrepancy=None) -> PosteriorDraws:
         """Draws whose mean curve and new runs come from PyMC (:class:`PyMCComponent`); the extrapolation error
         ``discrepancy`` (default: the fit's ``tau``) is applied by :mod:`bayescale.posterior` as for native fits."""
-        tau = self.discrepancy if discrepancy is None else check_tau(discrepancy)
-        comp = PyMCComponent(self.law, self.draws(max_draws), self.scales, "pymc", float("nan"), tau, fit=self,
-                             seed=seed)
+        params = self.draws(max_draws)
+        comp = PyMCComponent(self.law, params, self.scales, "pymc", float("nan"), fit=self, seed=seed,
+                             **self.error_draws(len(next(iter(params.values()))), seed, discrepancy))
         return PosteriorDraws([comp], source=self.law.name)
+
+    def own_errors(self, holdout: float = 0.25):
+        """None here: a PyMC model's noise (hence its leave-future-out weights) lives in PyMC, so its error is the
+        corpus prior alone."""
+        return pd.DataFrame(columns=["r", "s", "beyond", "block", "khat"]), "not available for a PyMC model"
+
+    @property
+    def noise_level(self) -> float:
+        """Typical noise in ln units: the sd of ln y around the posterior median curve at the runs."""
+        mu = self.posterior_draws(500, seed=0, discrepancy=0.0).mean(self.runs)
+        return float(np.std(np.log(self.runs["y"].to_numpy(float)) - np.log(np.median(mu, axis=0)), ddof=1))
 
     refittable = False  # a PyMC model's data and priors are the user's: it cannot be refitted to other runs
 

@@ -195,7 +195,7 @@ def corpus(curves: list[dict]) -> pd.DataFrame:
                    noise=c["noise"], suite=c["suite"])
         rows.append(c["heldout"].assign(kind="target", **tag))
         if len(c["own"]):
-            rows.append(c["own"][["r", "s", "beyond"]].astype(float).assign(kind="own", **tag))
+            rows.append(c["own"][["r", "s", "beyond", "block"]].astype(float).assign(kind="own", **tag))
     return pd.concat(rows, ignore_index=True)
 
 

@@ -94,3 +94,35 @@ def test_saved_fits_keep_their_error(chinchilla_fit, tmp_path):
     path = chinchilla_fit.save(tmp_path / "f.nc")
     back = bs.load_fit(path)
     assert back.error == chinchilla_fit.error and back.error_model == "default"
+
+
+def broken_power_law_curves(n_curves, seed):
+    """Curves whose power law breaks beyond the fitted runs (x up to 1e8; predicted at 3e8-3e9, the break at 2e8
+    with a strength drawn per curve): the law fitted to the runs (M2) cannot see the bend."""
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([np.geomspace(1e6, 1e8, 10), np.geomspace(3e8, 3e9, 4)])
+    rows = []
+    for c in range(n_curves):
+        c1 = rng.uniform(-0.15, 0.15)  # the exponent changes by c1 after the break (either way)
+        mu = 0.5 + 2.0 * (x / 1e6) ** -0.3 * (1 + x / 2e8) ** -c1
+        rows.append(pd.DataFrame({"x": x, "y": mu * np.exp(rng.normal(0, 0.01, len(x))), "curve": c,
+                                  "target": x > 1e8}))
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.mark.slow
+def test_default_bands_cover_a_bend_beyond_the_runs_where_raw_bands_fail():
+    """Simulated misspecification (issue 16): the default 90% band covers within 5 points of nominal, the raw one
+    does not."""
+    from tests.conftest import FAST
+
+    data = broken_power_law_curves(24, seed=0)
+    fits = bs.fit_many(data[~data.target], "M2", group="curve", x="x", y="y", refit_flagged=False, **FAST)
+    cover = {"default": [], "raw": []}
+    for c, f in fits.items():
+        t = data[(data.curve == c) & data.target]
+        for kind in cover:
+            b = f.predict(t["x"].to_numpy(), levels=(0.9,), seed=0, raw=kind == "raw")
+            cover[kind].extend(b.covers(t["y"].to_numpy(), 0.9))
+    default, raw = np.mean(cover["default"]), np.mean(cover["raw"])
+    assert abs(default - 0.9) <= 0.05 and raw < 0.8, (default, raw)

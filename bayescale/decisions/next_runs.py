@@ -213,13 +213,13 @@ def _weighted_var(logw: np.ndarray, T: np.ndarray):
 
 class _Extrapolation:
     """The extrapolation error of a calibrated fit (:mod:`bayescale.calibration`): the target's log mean carries an
-    extra variance tau^2 b^2, b = its distance beyond the fitted runs (:func:`bayescale.runs.outside`, max over
-    inputs), which no outcome narrows, but a run that extends the runs' range toward the target shortens b.
+    extra variance tau^2 b^(2 gamma), b = its distance beyond the fitted runs (:func:`bayescale.runs.outside`, max
+    over inputs; tau^2 the draws' mean, :attr:`bayescale.posterior.Component.tau_rms`), which no outcome narrows, but a run that extends the runs' range toward the target shortens b.
     ``gain(lo, hi)`` is that reduction for every candidate (C,), ``var(lo, hi)`` the term now."""
 
-    def __init__(self, law, tau2: float, scales, cand: pd.DataFrame, targets: pd.DataFrame):
+    def __init__(self, law, tau2: float, scales, cand: pd.DataFrame, targets: pd.DataFrame, gamma: float = 1.0):
         names = law.input_names
-        self.tau2 = float(tau2)
+        self.tau2, self.gamma = float(tau2), float(gamma)
         self.scale = [i.scale for i in law.inputs]
         tc = transform_inputs(law, {n: cand[n] for n in names}, scales.center)
         tq = transform_inputs(law, {n: targets[n] for n in names}, scales.center)
@@ -230,7 +230,7 @@ class _Extrapolation:
 
     def _b2(self, lo, hi):  # lo/hi (..., I) -> squared distance of every target (..., Q)
         d = [outside(self.tq[:, i], lo[..., None, i], hi[..., None, i], sc) for i, sc in enumerate(self.scale)]
-        return np.max(np.stack(d, axis=-1), axis=-1) ** 2
+        return np.max(np.stack(d, axis=-1), axis=-1) ** (2 * self.gamma)
 
     def var(self, lo, hi) -> float:
         return self.tau2 * float(self._b2(lo, hi).mean())
@@ -434,7 +434,7 @@ def _extrapolation(law, cand, kind, spec, draws: PosteriorDraws) -> _Extrapolati
                                 "D": [float(np.median(opt["D_opt_draws"].values))]})
     else:
         targets = spec
-    return _Extrapolation(law, tau2, draws.components[0].scales, cand, targets)
+    return _Extrapolation(law, tau2, draws.components[0].scales, cand, targets, draws.components[0].gamma)
 
 
 def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float | None = None, cost=None,

@@ -133,6 +133,12 @@ def write_report(rep: RiskReport, out) -> dict:
 # Tables (formatted)
 
 
+ERROR_TEXT = ("Beyond the pilot runs every band carries the law's extrapolation error, exp(tau b^gamma z) on the "
+              "mean curve (b: decades beyond the runs): a prior learned from real scaling curves (bayescale/"
+              "error_model.py), updated with the leave-future-out errors of these runs (each family's largest runs "
+              "predicted from the rest by importance sampling). The table shows that evidence.")
+
+
 def _tables(rep: RiskReport) -> dict:
     s = rep.summary
     labels = list(s["options"])
@@ -159,6 +165,15 @@ def _tables(rep: RiskReport) -> dict:
                                        "sd now": [f"{v:.4f}" for v in show["target_sd"]],
                                        "expected sd after": [f"{v:.4f}" for v in show["expected_sd_after"]],
                                        "narrowing of the variance": [f"{v:.0%}" for v in show["reduction_frac"]]})
+    ev = s.get("extrapolation_error", {})
+    tables["error"] = pd.DataFrame([{
+        "family": n, "tau (median, 90%)": (f"{e['tau']:.3g} [{e['tau_lo90']:.3g}, {e['tau_hi90']:.3g}]" if "tau" in e
+                                          else e["text"]),
+        "growth b^gamma": f"{e['gamma']:.2f}" if "gamma" in e else "-", "from": e.get("method", "-"),
+        "own held-out runs": e.get("own_runs", "-"),
+        "their rms ln error": "-" if e.get("own_rms_ln_error") is None else f"{e['own_rms_ln_error']:.4f}",
+        "furthest (decades beyond)": "-" if e.get("own_max_beyond") is None else f"{e['own_max_beyond']:.2f}",
+    } for n, e in ev.items()])
     tables["fits"] = pd.DataFrame([{"family": n, "ok": "yes" if g["ok"] else "NO", "max r-hat": f"{g['max_rhat']:.3f}",
                                     "min bulk ESS": f"{g['min_ess_bulk']:.0f}", "divergences": g["divergences"],
                                     "chains x draws": f"{g['chains']} x {g['draws']}",
@@ -290,6 +305,7 @@ def _write(out: Path, summary: dict, tables: dict, images: dict) -> dict:
     md += ["## Next pilot run", "", summary["next_run_text"], ""]
     if "next" in tables:
         md += [_md_table(tables["next"]), ""]
+    md += ["## Extrapolation error", "", ERROR_TEXT, "", _md_table(tables["error"]), ""]
     md += ["## Fits", "", _md_table(tables["fits"]), ""]
     (out / "report.md").write_text("\n".join(md))
     (out / "report.json").write_text(json.dumps(summary, indent=2, default=float))
@@ -310,6 +326,7 @@ def _write(out: Path, summary: dict, tables: dict, images: dict) -> dict:
     body += ["<h2>Next pilot run</h2>", f"<p>{html.escape(summary['next_run_text'])}</p>"]
     if "next" in tables:
         body.append(_html_table(tables["next"]))
+    body += ["<h2>Extrapolation error</h2>", f"<p>{html.escape(ERROR_TEXT)}</p>", _html_table(tables["error"])]
     body += ["<h2>Fits</h2>", _html_table(tables["fits"]), '<div id="page-check">page check did not run</div>', _JS_CHECK]
     page = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(summary['title'])}</title>"
             f"<meta name=viewport content='width=device-width, initial-scale=1'><style>{_CSS}</style>{_JS_HEAD}</head>"

@@ -149,6 +149,27 @@ def _gate(fits: dict) -> dict:
     return out
 
 
+def _error_evidence(fits: dict) -> dict:
+    """Per family: the extrapolation error its bands carry and the evidence from the user's own runs (the
+    leave-future-out errors that updated the corpus prior)."""
+    out = {}
+    for name, f in fits.items():
+        err = getattr(f, "error", None)
+        if err is None:
+            out[name] = {"text": "none recorded"}
+            continue
+        lo, hi = (float(v) for v in err.quantile([0.05, 0.95]))
+        row = {"text": err.describe(), "tau": err.tau, "tau_lo90": lo, "tau_hi90": hi, "gamma": err.gamma,
+               "method": err.method}
+        if hasattr(f, "own_errors") and not err.is_zero and err.point is None:
+            own, how = f.own_errors()
+            row.update(own_runs=int(len(own)), own_how=how,
+                       own_rms_ln_error=float(np.sqrt(np.mean(own["r"].to_numpy(float) ** 2))) if len(own) else None,
+                       own_max_beyond=float(own["beyond"].max()) if len(own) else None)
+        out[name] = row
+    return out
+
+
 def _gate_text(gate: dict) -> str:
     bad = [n for n, g in gate.items() if not g["ok"]]
     if not bad:
@@ -366,6 +387,7 @@ def assess_risk(fits: dict, options, target_loss: float, *, candidates=None, cos
         "weights": dict(model.weights) if len(fits) > 1 else {law.name: 1.0},
         "family_text": _family_text(fits, model, fam_table, labels, target),
         "next_run": next_info, "next_run_text": next_text,
+        "extrapolation_error": _error_evidence(fits),
         "n_draws": int(draws.shape[0]),
     }
     return RiskReport(summary=summary, draws=draws, fits=fits, model=model, next_runs=nr, families=fam_table)
