@@ -44,10 +44,12 @@ bench: $(STAMP)
 bench-extrapolation: $(STAMP)
 	$(PY) -m benchmarks.extrapolation --standard
 
-# Honest bands (issue 16): one NUTS fit per curve of six suites (cached, ~30 min), then leave-one-suite-out scores.
+# Honest bands (issue 16): one NUTS fit per curve of six suites (cached, ~15 min), then leave-one-suite-out scores;
+# the Chinchilla runs with a robust likelihood.
 bench-honest: $(STAMP)
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits
 	$(PY) -m benchmarks.honest_bands --stage score
+	$(PY) -m benchmarks.robust_chinchilla
 
 # Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
 bench-replay: $(STAMP)

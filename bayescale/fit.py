@@ -32,7 +32,7 @@ from bayescale.laws import Law, Scales, get_law
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
 from bayescale.noise import check_likelihood, log_sd
 from bayescale.posterior import Component, PosteriorDraws, check_tau, thin
-from bayescale.runs import RunData, fitted_span, prepare_runs, query_points
+from bayescale.runs import RunData, fitted_span, prepare_runs, query_points, run_size
 from bayescale.sampler import SamplerSettings, run_nuts
 
 __all__ = ["Fit", "FitMany", "fit", "fit_many", "load_fit"]
@@ -204,7 +204,15 @@ class Fit:
         low = [b for b in d["bfmi"] if b < 0.3]
         if low:
             out.append((f"E-BFMI {min(low):.2f} < 0.3 in {len(low)} chain(s): poor energy exploration", True))
-        return out
+        return out + [(msg, False) for msg in self.data_warnings]
+
+    @property
+    def data_warnings(self) -> list[str]:
+        """Runs the law cannot explain: residuals beyond :data:`RESIDUAL_MAX` noise sds (each run named), y that
+        rises with scale where the fitted law falls (or the reverse), every y the same. Notes, not failures."""
+        if getattr(self, "_data_warnings", None) is None:
+            self._data_warnings = _data_checks(self)
+        return self._data_warnings
 
     def _divergence_check(self, n: int, total: int) -> tuple[str, bool]:
         """Divergences: tolerated up to 1 per 1000 draws (at least 1); advice that depends on target_accept."""
@@ -531,6 +539,60 @@ def _fit_arguments(path: Path, meta: dict):
         raise FitFileError(f"the metadata of {where} is not valid ({type(exc).__name__}: {exc}); refit and save "
                            "again") from exc
     return law, kw
+
+
+RESIDUAL_MAX = 4.0  # a run further than this many noise sds from the fitted curve is named
+ISOLATED_DECADES = 3.0  # a run whose log input lies this far from every other run's is named (a unit slip?)
+
+
+def _describe_run(law, row) -> str:
+    return ", ".join(f"{n}={row[n]:.4g}" for n in law.input_names) + f" (y={row['y']:.4g})"
+
+
+def _data_checks(f: Fit) -> list[str]:
+    """See :attr:`Fit.data_warnings`."""
+    from scipy.stats import spearmanr
+
+    runs, law, out = f.runs, f.law, []
+    y = runs["y"].to_numpy(float)
+    if len(y) > 1 and np.ptp(y) == 0:
+        return [f"every run has the same y ({y[0]:.4g}): the law's shape cannot be learned from them; check the y "
+                "column"]
+    for inp in law.inputs:  # isolated inputs: a unit slip (billions for units, tokens for parameters)
+        v = runs[inp.name].to_numpy(float)
+        if inp.scale != "log" or len(np.unique(v)) < 4 or (v <= 0).any():
+            continue
+        lv = np.log10(v)
+        for i in range(len(v)):
+            gap = np.min(np.abs(np.delete(lv, np.flatnonzero(lv == lv[i])) - lv[i]))
+            if gap > ISOLATED_DECADES:
+                out.append(f"the run {_describe_run(law, runs.iloc[i])} lies {gap:.1f} decades from every other "
+                           f"run's {inp.name}: a unit slip? Check that row")
+    mu = np.median(f.posterior_draws(500, seed=0, discrepancy=0.0).mean(runs), axis=0)
+    if (y > 0).all() and (mu > 0).all():
+        sd = np.median(log_sd(f.likelihood, mu, np.median(f.draws(500)["sigma"]), f.df))
+        z = (np.log(y) - np.log(mu)) / max(sd, 1e-12)
+        try:
+            k = np.asarray(azs.loo(f.idata, pointwise=True).pareto_k.values, float).reshape(-1)
+        except Exception:  # noqa: BLE001  (an influence check must never stop a fit)
+            k = np.zeros(len(y))
+        # an influential run (Pareto k > 0.7) is named only if it also sits off the curve: the largest run of a
+        # ladder is often influential and nothing is wrong with it
+        flagged = np.flatnonzero((np.abs(z) > RESIDUAL_MAX) | ((k > 0.7) & (np.abs(z) > RESIDUAL_MAX / 2)))
+        for i in flagged[np.argsort(-np.abs(z[flagged]))][:3]:
+            why = (f"lies {z[i]:+.1f} noise sds from the fitted curve ({mu[i]:.4g})" if abs(z[i]) > RESIDUAL_MAX
+                   else f"pulls the fit toward itself (PSIS-LOO Pareto k {k[i]:.2f} > 0.7)")
+            out.append(f"the run {_describe_run(law, runs.iloc[i])} {why}: a unit slip in its inputs, a different "
+                       "setup, or a law that does not hold there? Check that row")
+    size = run_size(law, runs)
+    if len(y) >= 4 and np.ptp(size) > 0:
+        rho_y, rho_mu = spearmanr(size, y)[0], spearmanr(size, mu)[0]
+        if np.isfinite(rho_y) and np.isfinite(rho_mu) and rho_y * rho_mu < 0 and min(abs(rho_y), abs(rho_mu)) > 0.5:
+            way = "rises" if rho_y > 0 else "falls"
+            out.append(f"y {way} with the size of the runs (rank correlation {rho_y:+.2f}) but the fitted {law.name} "
+                       f"curve {'falls' if rho_mu < 0 else 'rises'}: is y a quantity this law describes (a loss or an "
+                       "error rate: lower is better)? For an accuracy fit 1 - accuracy, or use the sigmoid law")
+    return out
 
 
 def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):

@@ -27,6 +27,13 @@ def _finish(ax, path, xlabel, ylabel, logy=True):
     ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        if 0 < lo and hi / lo < 30:  # within about a decade: plain numbers, not "3x10^0"
+            from matplotlib.ticker import FuncFormatter
+
+            plain = FuncFormatter(lambda v, _: f"{v:.3g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(loc="best", fontsize=8)

@@ -91,17 +91,12 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
             err = pd.DataFrame({"L": d["loss"], "y": d["err"]})
             out.append(dict(domain="downstream", curve=corpus, law="downstream", ctx=err[small], tgt=err[~small],
                             toward="min"))
-    elif suite == "datablations":
-        r = bs.datasets.datablations().rename(columns={"tokens": "x", "loss": "y"})
+    elif suite in ("datablations", "multipower"):  # loss vs tokens (steps): fit up to half the last, predict the rest
+        r = (bs.datasets.datablations().rename(columns={"tokens": "x", "loss": "y"}) if suite == "datablations"
+             else bs.datasets.multipower().rename(columns={"step": "x", "loss": "y"}))
         for c, d in r.groupby("curve", sort=True):
             fit = d["x"] <= d["x"].max() / 2
-            out.append(dict(domain="datablations", curve=c, law="M4", ctx=_thin(d[fit][["x", "y"]], "x", MAX_CTX),
-                            tgt=_thin(d[~fit][["x", "y"]], "x", MAX_TGT)))
-    elif suite == "multipower":
-        r = bs.datasets.multipower().rename(columns={"step": "x", "loss": "y"})
-        for c, d in r.groupby("curve", sort=True):
-            fit = d["x"] <= d["x"].max() / 2
-            out.append(dict(domain="multipower", curve=c, law="M4", ctx=_thin(d[fit][["x", "y"]], "x", MAX_CTX),
+            out.append(dict(domain=suite, curve=c, law="M4", ctx=_thin(d[fit][["x", "y"]], "x", MAX_CTX),
                             tgt=_thin(d[~fit][["x", "y"]], "x", MAX_TGT)))
     else:
         raise SystemExit(f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}")

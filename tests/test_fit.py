@@ -159,6 +159,10 @@ def test_plot_shows_data_and_bands(chinchilla_fit, tmp_path):
     b = one.predict({"x": xs}, levels=(0.5, 0.9))
     np.testing.assert_allclose(ys, b["run_median"].values, rtol=0.05)
     assert xs.max() == pytest.approx(1e4)  # extends 10x beyond the data
+    # y within a decade: tick labels are plain numbers, not "3x10^0"
+    ax.figure.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_yticklabels(minor=True) + ax.get_yticklabels()]
+    assert any(ticks) and not any("times" in t or "^" in t for t in ticks), ticks
 
 
 def test_fit_many_joint_agrees_with_separate_curves():
@@ -354,3 +358,26 @@ def test_absurd_query_warns(chinchilla_fit):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         chinchilla_fit.predict({"params": [7e10], "tokens": [1.4e12]}, levels=(0.9,))  # 2 decades: no warning
+
+
+def test_runs_the_law_cannot_explain_are_named():
+    """A unit slip (one run's N in billions), y rising where the law falls, and an all-identical y are flagged."""
+    import pandas as pd
+
+    from bayescale.simulate import EXAMPLES, simulate
+
+    runs, _ = simulate("chinchilla", 1, seed=0)
+    runs = runs.rename(columns={"N": "params", "D": "tokens", "y": "loss"}).reset_index(drop=True)
+    slipped = runs.copy()
+    slipped.loc[7, "params"] = slipped.loc[7, "params"] / 1e9   # entered in billions
+    f = bs.fit(slipped, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
+    named = [w for w in f.warnings if "Check that row" in w]
+    assert named and all(f"N={slipped.loc[7, 'params']:.4g}" in w for w in named)
+    assert not [w for w in bs.fit(runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0,
+                                  **FAST).warnings if "Check that row" in w]
+    x = EXAMPLES["M2"].design["x"]
+    rising = pd.DataFrame({"x": x, "y": 0.5 + 0.05 * np.log(x)})
+    g = bs.fit(rising, "M2", x="x", y="y", seed=0, **FAST)
+    assert any("y rises with the size of the runs" in w for w in g.warnings)
+    flat = bs.fit(pd.DataFrame({"x": x, "y": 2.0}), "M1", x="x", y="y", seed=0, **FAST)
+    assert any("every run has the same y" in w for w in flat.warnings)

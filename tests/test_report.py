@@ -87,14 +87,24 @@ def test_probabilities_agree_with_the_draws(report):
 
 def test_gate_and_next_run_are_reported(report, chinchilla_fit, kaplan_fit):
     rep, _, _ = report
-    g = rep.summary["gate"]
-    assert g["ok"] == (chinchilla_fit.ok and kaplan_fit.ok)
-    if not g["ok"]:
-        bad = [n for n, f in {"chinchilla": chinchilla_fit, "kaplan": kaplan_fit}.items() if not f.ok]
-        assert g["text"].startswith("WARNING") and all(f"the {n} fit failed" in g["text"] for n in bad)
+    g, w = rep.summary["gate"], rep.summary["weights"]
+    bad = [n for n, f in {"chinchilla": chinchilla_fit, "kaplan": kaplan_fit}.items() if not f.ok and w[n] >= 0.01]
+    assert g["ok"] == (not bad)
+    if bad:
+        assert g["text"].startswith("WARNING") and all(f"the {n} fit (weight" in g["text"] for n in bad)
     nxt = rep.summary["next_run"]
     assert nxt["cost"] > 0 and 0 <= nxt["target_sd_after"] and nxt["candidates"] == 36
     assert rep.next_runs is not None and rep.next_runs.iloc[0]["chosen"]
+
+
+def test_the_verdict_names_failing_fits_by_their_weight():
+    from bayescale.decisions.risk import diagnostics_verdict
+
+    gate = {"chinchilla": {"ok": True, "warnings": []}, "kaplan": {"ok": False, "warnings": ["3 divergences"]}}
+    unused = diagnostics_verdict(gate, {"chinchilla": 1.0, "kaplan": 0.0})
+    assert not unused.startswith("WARNING") and "chinchilla 1.00" in unused and "kaplan fit also failed" in unused
+    used = diagnostics_verdict(gate, {"chinchilla": 0.4, "kaplan": 0.6})
+    assert used.startswith("WARNING: the kaplan fit (weight 0.60) failed its diagnostics (3 divergences)")
 
 
 def test_files_are_self_contained(report):

@@ -32,8 +32,8 @@ from bayescale.laws import get_law
 from bayescale.posterior import posterior_draws
 from bayescale.sampler import SamplerSettings
 
-__all__ = ["RiskReport", "assess_risk", "check_target_loss", "fit_families", "format_size", "parse_option",
-           "parse_size"]
+__all__ = ["RiskReport", "assess_risk", "check_target_loss", "diagnostics_verdict", "fit_families", "format_size",
+           "parse_option", "parse_size"]
 
 def format_size(v: float) -> str:
     """7e10 -> ``"70B"``, 1.4e12 -> ``"1.4T"`` (3 significant digits; the inverse of :func:`parse_size`)."""
@@ -170,14 +170,28 @@ def _error_evidence(fits: dict) -> dict:
     return out
 
 
-def _gate_text(gate: dict) -> str:
+WEIGHT_MATTERS = 0.01  # a family with less weight than this does not move the headline numbers
+
+
+def diagnostics_verdict(gate: dict, weights: dict) -> str:
+    """The diagnostics verdict: failing fits that carry weight make the numbers unreliable and are named with their
+    weight; failing fits with (almost) no weight are mentioned as not used."""
     bad = [n for n, g in gate.items() if not g["ok"]]
     if not bad:
         return ("All fits passed their diagnostics (r-hat <= 1.01, enough effective draws, at most 1 divergence "
                 "per 1000 draws, E-BFMI >= 0.3).")
-    return ("WARNING: " + "; ".join(f"the {n} fit failed its diagnostics ({'; '.join(gate[n]['warnings'])})"
-                                    for n in bad) + ". The numbers below are not reliable until it is refitted "
-            "(more warm-up and draws) and passes.")
+    used = [n for n in bad if weights.get(n, 1.0) >= WEIGHT_MATTERS]
+    unused = [n for n in bad if n not in used]
+    note = ("" if not unused else " " + ", ".join(f"The {n} fit also failed its diagnostics" for n in unused[:1])
+            + (f" (and {', '.join(unused[1:])})" if len(unused) > 1 else "")
+            + f", but its weight is below {WEIGHT_MATTERS:g}: it does not move the numbers.")
+    carrying = ", ".join(f"{n} {weights.get(n, 1.0):.2f}" for n in gate if weights.get(n, 1.0) >= WEIGHT_MATTERS)
+    if not used:
+        return f"The families carrying the numbers passed their diagnostics (weights: {carrying}).{note}"
+    return ("WARNING: " + "; ".join(f"the {n} fit (weight {weights.get(n, 1.0):.2f}) failed its diagnostics "
+                                    f"({'; '.join(gate[n]['warnings'])})" for n in used)
+            + ". The numbers below are not reliable until it is refitted (more warm-up and draws) and passes."
+            + note)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -374,12 +388,14 @@ def assess_risk(fits: dict, options, target_loss: float, *, candidates=None, cos
     if nr is not None:
         next_info, next_text = _next_run(nr, _input_columns(first))
     gate = _gate(fits)
+    weights = dict(model.weights) if len(fits) > 1 else dict.fromkeys(fits, 1.0)
     summary = {
         "title": title or f"Risk report: which run reaches loss {target:g}?", "target_loss": target,
         "headline_model": headline, "y": first.columns.get("y", "y"),
         "setup": (f"{len(pilot)} pilot runs; headline numbers from the {headline}; {draws.shape[0]} joint posterior "
                   f"predictive draws per option; seed {seed}."),
-        "gate": {"ok": all(g["ok"] for g in gate.values()), "text": _gate_text(gate), "fits": gate},
+        "gate": {"ok": all(g["ok"] for n, g in gate.items() if weights.get(n, 1.0) >= WEIGHT_MATTERS),
+                 "text": diagnostics_verdict(gate, weights), "fits": gate},
         "definitions": DEFINITIONS,
         "options": {lab: {"inputs": opts[lab], "compute": cost_of[lab], **stats_[lab]} for lab in labels},
         "p_beats": versus,
