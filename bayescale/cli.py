@@ -444,7 +444,8 @@ def cmd_next_runs(args) -> int:
             print(f"local fit: runs and candidates carry an extra error of {f.local['tau']:.3g} per decade from the "
                   "target (ln units)")
         with pd.option_context("display.max_rows", args.show):
-            _print_table(table.head(args.show), False)
+            _print_table(_readable_next_runs(table.head(args.show), list(law.input_names)), False)
+        print("(--json or --out FILE for every column: scores, Monte Carlo errors, effective sample sizes)")
         if "warning" in table.attrs:
             print("warning: " + table.attrs["warning"])
         if not f.ok:
@@ -453,6 +454,20 @@ def cmd_next_runs(args) -> int:
         _print_table(table, True, {"target": args.target, "var_before": table.attrs["var_before"],
                                    "fit_ok": f.ok, "warning": table.attrs.get("warning")})
     return 0
+
+
+def _readable_next_runs(table: pd.DataFrame, inputs: list) -> pd.DataFrame:
+    """next_runs' table in units a person uses: what to train, what it costs, what it buys."""
+    from bayescale.decisions.risk import format_size  # defer heavy imports
+
+    return pd.DataFrame({
+        **{c: [format_size(float(v)) for v in table[c]] for c in inputs if c in table},
+        "cost": [f"{v:.3g}" for v in table["cost"]],
+        "sd now": [f"{v:.4f}" for v in table["target_sd"]],
+        "expected sd after": [f"{v:.4f}" for v in table["expected_sd_after"]],
+        "variance cut": [f"{v:.0%}" for v in table["reduction_frac"]],
+        "chosen": [f"#{int(b)}" if c else "" for c, b in zip(table["chosen"], table["batch"])],
+    })
 
 
 def cmd_report(args) -> int:

@@ -187,6 +187,10 @@ def test_next_runs_and_report_take_saved_fits(fit_files, runs_csv, tmp_path, mon
                  "--grid", "D=2e9,2e10", "--outcomes", "8", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert len(res["rows"]) == 4 and res["rows"][0]["chosen"]
+    assert main(["next-runs", chin, "--target", "N=70B,D=1.4T", "--grid", "N=100M:1B:2", "--grid", "D=2e9,2e10",
+                 "--outcomes", "8"]) == 0
+    head = [ln for ln in capsys.readouterr().out.splitlines() if "variance cut" in ln]
+    assert head and "expected_var_reduction" not in head[0] and len(head[0].split()) <= 10  # what a person reads
     assert main(["report", "--fit", chin, "--fit", kap, "--option", "N=70B,D=1.4T", "--option", "35B,2.8T",
                  "--target-loss", "2.0", "--out", str(tmp_path / "rep"), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)

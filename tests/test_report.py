@@ -93,8 +93,20 @@ def test_gate_and_next_run_are_reported(report, chinchilla_fit, kaplan_fit):
     if bad:
         assert g["text"].startswith("WARNING") and all(f"the {n} fit (weight" in g["text"] for n in bad)
     nxt = rep.summary["next_run"]
-    assert nxt["cost"] > 0 and 0 <= nxt["target_sd_after"] and nxt["candidates"] == 36
+    assert nxt["cost"] > 0 and 0 <= nxt["target_sd_after"] and 30 <= nxt["candidates"] <= 36
     assert rep.next_runs is not None and rep.next_runs.iloc[0]["chosen"]
+
+
+def test_default_candidates_are_new_runs():
+    """The grid starts at the smallest pilot run: that run (and any other already trained) is not a candidate."""
+    import pandas as pd
+
+    from bayescale.decisions.risk import default_candidates
+
+    runs = pd.DataFrame({"N": [1e7, 1e8, 1e9], "D": [2e8, 2e9, 2e10]})
+    cand = default_candidates(runs, bs.get_law("chinchilla"))
+    assert len(cand) == 35  # 6 x 6 less the run at the grid's corner
+    assert not ((cand["N"] == 1e7) & (cand["D"] == 2e8)).any()
 
 
 def test_the_verdict_names_failing_fits_by_their_weight():

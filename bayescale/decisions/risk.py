@@ -32,8 +32,8 @@ from bayescale.laws import get_law
 from bayescale.posterior import posterior_draws
 from bayescale.sampler import SamplerSettings
 
-__all__ = ["RiskReport", "assess_risk", "check_target_loss", "diagnostics_verdict", "fit_families", "format_size",
-           "parse_option", "parse_size"]
+__all__ = ["RiskReport", "assess_risk", "check_target_loss", "default_candidates", "diagnostics_verdict", "fit_families",
+           "format_size", "parse_option", "parse_size"]
 
 def format_size(v: float) -> str:
     """7e10 -> ``"70B"``, 1.4e12 -> ``"1.4T"`` (3 significant digits; the inverse of :func:`parse_size`)."""
@@ -276,15 +276,24 @@ def _family_text(fits: dict, model, table: pd.DataFrame, labels: list, target: f
 # Next pilot run
 
 
-def _default_candidates(runs: pd.DataFrame, law, n: int | None = None) -> pd.DataFrame:
-    """A grid around the pilot runs: each log input from its smallest value to 4x its largest (6 values per input
-    for several inputs, 12 for one)."""
+SAME_RUN = 0.05  # a candidate within 5% of a pilot run in every input is that run: not recommended again
+
+
+def default_candidates(runs: pd.DataFrame, law, n: int | None = None) -> pd.DataFrame:
+    """Candidate next pilot runs: a grid around the pilot runs, each log input from its smallest value to 4x its
+    largest (6 values per input for several inputs, 12 for one), without the runs already there (within
+    :data:`SAME_RUN` in every input)."""
     n = n or (12 if len(law.inputs) == 1 else 6)
     axes = {}
     for inp in law.inputs:
         v = runs[inp.name].to_numpy(float)
         axes[inp.name] = np.geomspace(v.min(), 4 * v.max(), n) if inp.scale == "log" else np.linspace(v.min(), v.max() + 0.5 * np.ptp(v), n)
-    return candidate_grid(**axes)
+    grid = candidate_grid(**axes)
+    same = np.ones((len(grid), len(runs)), bool)
+    for inp in law.inputs:
+        c, r = grid[inp.name].to_numpy(float)[:, None], runs[inp.name].to_numpy(float)[None, :]
+        same &= np.abs(c - r) <= SAME_RUN * np.maximum(np.abs(r), 1e-300)
+    return grid[~same.any(axis=1)].reset_index(drop=True)
 
 
 def _next_run(nr: pd.DataFrame, cols: list) -> tuple[dict, str]:
@@ -379,7 +388,7 @@ def assess_risk(fits: dict, options, target_loss: float, *, candidates=None, cos
     fam_table = _family_table(fam_stats, dict(model.weights) if len(fits) > 1 else dict.fromkeys(fits, 1.0))
 
     pilot = first.runs
-    cand = _default_candidates(pilot, law) if candidates is None else candidates
+    cand = default_candidates(pilot, law) if candidates is None else candidates
     try:
         nr = next_runs(model, cand, target=frame, k=1, cost=None if candidates is not None or cost is None else cost,
                        seed=seed, search=search)
