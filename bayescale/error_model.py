@@ -209,8 +209,8 @@ class ErrorModel:
             if n:
                 logp = logp + _own_loglik(use, self.gamma, self.kappa)
         p = np.exp(logp - logsumexp(logp))
-        how = "corpus prior" + (f" updated with {n} held-out run{'s' * (n != 1)} of its own ({method})" if n else
-                                " only (no run of its own could be held out)")
+        how = "corpus prior" + (f" updated with {n} of its own run{'s' * (n != 1)} predicted beyond the others "
+                                f"({method})" if n else " only (no run of its own could be held out)")
         return ExtrapolationError(tuple(GRID), tuple(p), self.gamma, how)
 
     def to_dict(self) -> dict:

@@ -55,7 +55,7 @@ def test_a_curve_that_bends_more_than_the_corpus_expects_widens_its_own_error():
     bent = model.posterior("M2", 1.0, 0.01, own(0.5), "test")
     flat = model.posterior("M2", 1.0, 0.01, own(0.0), "test")
     assert bent.tau > 3 * prior.tau > 3 * flat.tau
-    assert "8 held-out runs" in bent.method and "prior only" in prior.method
+    assert "8 of its own runs" in bent.method and "prior only" in prior.method
 
 
 def test_fixed_errors_round_trip_and_bad_values_are_refused():

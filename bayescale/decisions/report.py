@@ -170,7 +170,7 @@ def _tables(rep: RiskReport) -> dict:
         "family": n, "tau (median, 90%)": (f"{e['tau']:.3g} [{e['tau_lo90']:.3g}, {e['tau_hi90']:.3g}]" if "tau" in e
                                           else e["text"]),
         "growth b^gamma": f"{e['gamma']:.2f}" if "gamma" in e else "-", "from": e.get("method", "-"),
-        "own held-out runs": e.get("own_runs", "-"),
+        "own runs predicted beyond the rest": e.get("own_runs", "-"),
         "their rms ln error": "-" if e.get("own_rms_ln_error") is None else f"{e['own_rms_ln_error']:.4f}",
         "furthest (decades beyond)": "-" if e.get("own_max_beyond") is None else f"{e['own_max_beyond']:.2f}",
     } for n, e in ev.items()])

@@ -163,6 +163,7 @@ def _error_evidence(fits: dict) -> dict:
                "method": err.method}
         if hasattr(f, "own_errors") and not err.is_zero and err.point is None:
             own, how = f.own_errors()
+            own = own[own["beyond"] > 0]  # the runs that told about the error: those predicted beyond the rest
             row.update(own_runs=int(len(own)), own_how=how,
                        own_rms_ln_error=float(np.sqrt(np.mean(own["r"].to_numpy(float) ** 2))) if len(own) else None,
                        own_max_beyond=float(own["beyond"].max()) if len(own) else None)
