@@ -386,7 +386,9 @@ class Fit:
             "columns": self.columns, "group": None if self.group is None else str(self.group),
             "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
             "map_potential": self.map_potential, "error": self.error.to_dict(),
-            "error_model": self.error_model.to_dict() if isinstance(self.error_model, ErrorModel) else self.error_model,
+            # the model's parameters, not just "default": the file says what its bands were made with
+            "error_model": (None if self.error_model is None else (default_error_model() if isinstance(
+                self.error_model, str) else self.error_model).to_dict()),
             "local": None if self.local is None else {"tau": self.local["tau"],
                                                       "targets": self.local["targets"].to_dict(orient="list")},
         }

@@ -93,7 +93,7 @@ def test_fits_carry_the_error_by_default_and_raw_is_one_keyword(chinchilla_fit):
 def test_saved_fits_keep_their_error(chinchilla_fit, tmp_path):
     path = chinchilla_fit.save(tmp_path / "f.nc")
     back = bs.load_fit(path)
-    assert back.error == chinchilla_fit.error and back.error_model == "default"
+    assert back.error == chinchilla_fit.error and back.error_model == default_error_model()
 
 
 def broken_power_law_curves(n_curves, seed):
