@@ -101,3 +101,12 @@ def test_fit_and_predict_summary(run_notebook):
     for name, s in comp["scores"].items():
         assert 0.0 <= s["coverage50"] <= 1.0 and 0.0 <= s["coverage90"] <= 1.0, name
         assert s["rmsle"] >= 0, name
+
+
+def test_compute_optimal_table_states_its_caveat():
+    """Notebook 03 shows a compute-optimal table far from Chinchilla's ~20 tokens per parameter: the cell right after
+    it says why and what to read instead (issue 18)."""
+    cells = json.loads((NOTEBOOK_DIR / "03_decisions.ipynb").read_text())["cells"]
+    at = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "tokens/param" in "".join(c["source"]))
+    after = "".join(cells[at + 1]["source"])
+    assert cells[at + 1]["cell_type"] == "markdown" and "20 tokens per parameter" in after and "studentt" in after
