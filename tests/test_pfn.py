@@ -483,6 +483,11 @@ def test_predict_returns_bands(tiny):
     assert {"median", "lo50", "hi90", "beyond"} <= set(t.columns)
     grouped = predict(runs, x="n", y="loss", at="n=1e9;1e10", group="curve", weights=w)
     assert set(grouped) == {"a", "b"} and all(isinstance(v, bs.Bands) for v in grouped.values())
+    # what the PFN cannot see is said: two curves read as one, and queries below the smallest run
+    with pytest.warns(UserWarning, match="several curves in one table"):
+        predict(runs, x="n", y="loss", at=[1e9], weights=w)
+    with pytest.warns(UserWarning, match="below the smallest run"):
+        predict(runs[runs.curve == "a"], x="n", y="loss", at=[1e3, 1e9], weights=w)
     with pytest.raises(RunTableError, match="at least 3 distinct"):
         predict(runs.iloc[:2], x="n", y="loss", at=[1e9], weights=w)
     with pytest.raises(RunTableError, match="not in the run table"):

@@ -17,6 +17,7 @@ checked against the JSON beside them before use (:mod:`bayescale.pfn.weights`).
 from __future__ import annotations
 
 import math
+import warnings
 from functools import lru_cache
 
 import equinox as eqx
@@ -283,6 +284,22 @@ def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None, calibrated: b
 # Runs in, Bands out
 
 
+def _check_one_curve(cur, frame_q, x: str, g, group) -> None:
+    """Warnings for what the PFN cannot see: several curves in one table (repeated x: ``group=`` missing), and
+    queries below the smallest run (it extrapolates toward larger x; backwards its bands are not checked)."""
+    where = "" if g is None else f" (group {g!r})"
+    xs = cur["x"].to_numpy(float)
+    if group is None and len(np.unique(xs)) <= len(xs) / 2:
+        warnings.warn(f"the runs repeat x values ({len(xs)} runs at {len(np.unique(xs))} distinct {x}): is this "
+                      f"several curves in one table (model sizes, seeds)? The PFN reads it as one curve; pass "
+                      f"group=<column> (CLI --group) to predict each", UserWarning, stacklevel=3)
+    below = frame_q["x"].to_numpy(float) < xs.min()
+    if below.any():
+        warnings.warn(f"{int(below.sum())} query point(s) lie below the smallest run's {x} ({xs.min():.4g}){where}: "
+                      "the PFN is trained to extrapolate toward larger x, so bands there are not checked",
+                      UserWarning, stacklevel=3)
+
+
 def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, group: str | None = None,
             seed: int = 0, weights=None, calibrated: bool = True):
     """PFN posterior predictive bands for new runs at ``at``, from the runs in ``runs`` (one input x).
@@ -304,6 +321,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
     curves, scales = [], []
     for g in groups:
         cur = rd.curve(g)
+        _check_one_curve(cur, frame_q, x, g, group)
         curves.append((cur["x"].to_numpy(), cur["y"].to_numpy(), frame_q["x"].to_numpy()))
         scales.append(scales_for(RUN_TABLE, cur))
     preds = predictive_many(curves, seed=seed, weights=weights, calibrated=calibrated)
