@@ -50,6 +50,7 @@ bench-honest: $(STAMP)
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits
 	$(PY) -m benchmarks.honest_bands --stage score
 	$(PY) -m benchmarks.robust_chinchilla
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.misspecified
 
 # Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
 bench-replay: $(STAMP)

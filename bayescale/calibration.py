@@ -228,10 +228,11 @@ def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, nois
             continue
         # blocks of the held-out runs, nearest first: block j predicted from every run nearer than it
         near_first = order[:n_out][::-1]
-        tables = []
+        tables, start = [], 0
         for j, block in enumerate(np.array_split(near_first, min(n_out, MAX_BLOCKS))):
             future = np.zeros(len(runs), bool)
-            future[near_first[near_first.tolist().index(block[0]):]] = True
+            future[near_first[start:]] = True  # this block and every block further out
+            start += len(block)
             w, khat = _psis(loglik, future)
             if khat > KHAT_MAX:
                 continue

@@ -53,15 +53,21 @@ OMEGA_MIN = 0.05  # smallest sd of ln tau between curves: below the grid's resol
 SPAN_REF, NOISE_REF = 1.0, 0.01  # covariate reference values: 1 decade of runs, 1% noise
 
 
+def _rank_one(const, rr, ua, ub, t2):
+    """``log Normal(r; 0, diag(s^2) + tau^2 u u^T)`` from the sufficient sums (``const`` = n ln 2 pi + sum ln s^2,
+    ``rr`` = sum r^2/s^2, ``ua`` = sum u^2/s^2, ``ub`` = sum u r/s^2) at ``t2`` = tau^2 (matrix determinant lemma and
+    Sherman-Morrison); arguments broadcast."""
+    return -0.5 * (const + np.log1p(t2 * ua) + rr - t2 * ub**2 / (1 + t2 * ua))
+
+
 def _loglik_grid(r, s, u, grid=GRID) -> np.ndarray:
-    """``log Normal(r; 0, diag(s^2) + tau^2 u u^T)`` at each ``ln tau`` of ``grid`` (rank-one update, closed form)."""
+    """:func:`_rank_one` of one bend at each ``ln tau`` of ``grid``."""
     r, s, u = (np.asarray(v, float).reshape(-1) for v in (r, s, u))
     if r.size == 0:
         return np.zeros(len(grid))
     s2 = np.maximum(s, 1e-8) ** 2
-    a, bv, rr = np.sum(u**2 / s2), np.sum(u * r / s2), np.sum(r**2 / s2)
-    t2 = np.exp(2 * np.asarray(grid))
-    return -0.5 * (r.size * np.log(2 * np.pi) + np.sum(np.log(s2)) + np.log1p(t2 * a) + rr - t2 * bv**2 / (1 + t2 * a))
+    return _rank_one(r.size * np.log(2 * np.pi) + np.sum(np.log(s2)), np.sum(r**2 / s2), np.sum(u**2 / s2),
+                     np.sum(u * r / s2), np.exp(2 * np.asarray(grid)))
 
 
 def _own_loglik(own: pd.DataFrame, gamma: float, kappa: float, grid=GRID) -> np.ndarray:
@@ -286,7 +292,7 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
     is_own_ = np.array([b[1] for b in bends])
     to_curve = np.zeros((len(curves), len(bends)))
     to_curve[[b[0] for b in bends], np.arange(len(bends))] = 1.0
-    t2 = np.exp(2 * GRID)
+    t2 = np.exp(2 * GRID)[None, :]
     q = np.linspace(-4, 4, 33)  # standardised domain offsets
     log_wq = -0.5 * q**2 - logsumexp(-0.5 * q**2)
 
@@ -299,8 +305,7 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
         m = a + off[fi] + bs_ * xs + bn * xn
         u = np.exp(gam * lb_) * np.where(is_own_, kappa, 1.0)[:, None]  # (bends, width): _loglik_grid, vectorised
         ua, ub = np.sum(u**2 * inv_s2, axis=1)[:, None], np.sum(u * r_ * inv_s2, axis=1)[:, None]
-        lb = -0.5 * (const[:, None] + np.log1p(t2 * ua) + rr[:, None] - t2 * ub**2 / (1 + t2 * ua))
-        ll = to_curve @ lb  # (C, G)
+        ll = to_curve @ _rank_one(const[:, None], rr[:, None], ua, ub, t2)  # (C, G)
         mean = m[:, None, None] + om_d * q[None, :, None]  # (C, Q, 1)
         lp = -0.5 * ((GRID[None, None, :] - mean) / om) ** 2
         lp = lp - logsumexp(lp, axis=2, keepdims=True)

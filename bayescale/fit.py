@@ -130,12 +130,16 @@ class Fit:
         return noise_level(self.likelihood, self.runs["y"].to_numpy(float), self.draws(1000)["sigma"], self.df)
 
     def own_errors(self, holdout: float = 0.25) -> tuple[pd.DataFrame, str]:
-        """This fit's leave-future-out errors without refits (:func:`bayescale.calibration.own_errors`)."""
-        draws = self.posterior_draws(2000, seed=0, discrepancy=0.0)
-        y = self.runs["y"].to_numpy(float)
-        mu = draws.mean(self.runs)
-        sd = log_sd(self.likelihood, mu, draws.sigma[:, None], self.df)
-        return calibration.own_errors(self.law, self.runs, mu, draws.logpdf(y[None, :], mu), sd, holdout)
+        """This fit's leave-future-out errors without refits (:func:`bayescale.calibration.own_errors`); kept, as
+        the error and the risk report both read them."""
+        cache = self.__dict__.setdefault("_own_errors", {})
+        if holdout not in cache:
+            draws = self.posterior_draws(2000, seed=0, discrepancy=0.0)
+            y = self.runs["y"].to_numpy(float)
+            mu = draws.mean(self.runs)
+            sd = log_sd(self.likelihood, mu, draws.sigma[:, None], self.df)
+            cache[holdout] = calibration.own_errors(self.law, self.runs, mu, draws.logpdf(y[None, :], mu), sd, holdout)
+        return cache[holdout]
 
     def with_error(self, error) -> "Fit":
         """The same posterior predicting with another extrapolation error: an :class:`ExtrapolationError`, an

@@ -16,7 +16,7 @@ import pandas as pd
 from bayescale.laws import get_law
 from bayescale.runs import scales_for, transform_inputs
 
-__all__ = ["EXAMPLES", "Example", "SIGMA", "simulate"]
+__all__ = ["EXAMPLES", "Example", "SIGMA", "broken_power_law", "simulate"]
 
 SIGMA = 0.02  # relative noise of simulated runs
 
@@ -82,3 +82,20 @@ def simulate(name: str, n_curves: int, seed: int) -> tuple[pd.DataFrame, dict]:
         y = mu * np.exp(rng.normal(0.0, SIGMA, n))
         rows.append(frame.assign(y=y, curve=f"c{c}", held_out=hold))
     return pd.concat(rows, ignore_index=True), truth
+
+
+def broken_power_law(n_curves: int, seed: int) -> pd.DataFrame:
+    """Curves whose power law breaks beyond the runs a fit sees: ``y = 0.5 + 2 (x/1e6)^-0.3 (1 + x/2e8)^-c1``, 20
+    runs from 1e6 to 1e8 (``target`` False) and 4 from 3e8 to 3e9 (``target`` True), the exponent change ``c1``
+    uniform up to BNSL1's example either way, noise :data:`SIGMA`. A law fitted to the runs (M2) cannot see the
+    bend: a test of honest bands beyond the data. Columns ``x, y, curve, target``."""
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([np.geomspace(1e6, 1e8, 20), np.geomspace(3e8, 3e9, 4)])
+    c1_max = EXAMPLES["BNSL1"].truth["c1"]
+    rows = []
+    for c in range(n_curves):
+        c1 = rng.uniform(-c1_max, c1_max)
+        mu = 0.5 + 2.0 * (x / 1e6) ** -0.3 * (1 + x / 2e8) ** -c1
+        rows.append(pd.DataFrame({"x": x, "y": mu * np.exp(rng.normal(0, SIGMA, len(x))), "curve": c,
+                                  "target": x > 1e8}))
+    return pd.concat(rows, ignore_index=True)

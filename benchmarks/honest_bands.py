@@ -55,7 +55,7 @@ def _thin(d: pd.DataFrame, col: str, k: int) -> pd.DataFrame:
 
 
 def tasks(suite: str, per_domain: int = 20) -> list[dict]:
-    """The curves of a suite: dicts with domain, curve, law, ctx, tgt (inputs + y), toward."""
+    """The curves of a suite: dicts with domain, curve, law, ctx, tgt (inputs + y)."""
     import bayescale as bs
 
     out = []
@@ -89,8 +89,7 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
             loss = d[["N", "D", "loss"]].rename(columns={"loss": "y"})
             out.append(dict(domain="loss", curve=corpus, law="chinchilla", ctx=loss[small], tgt=loss[~small]))
             err = pd.DataFrame({"L": d["loss"], "y": d["err"]})
-            out.append(dict(domain="downstream", curve=corpus, law="downstream", ctx=err[small], tgt=err[~small],
-                            toward="min"))
+            out.append(dict(domain="downstream", curve=corpus, law="downstream", ctx=err[small], tgt=err[~small]))
     elif suite in ("datablations", "multipower"):  # loss vs tokens (steps): fit up to half the last, predict the rest
         r = (bs.datasets.datablations().rename(columns={"tokens": "x", "loss": "y"}) if suite == "datablations"
              else bs.datasets.multipower().rename(columns={"step": "x", "loss": "y"}))
@@ -102,7 +101,6 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
         raise SystemExit(f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}")
     for t in out:
         t["suite"] = suite
-        t.setdefault("toward", "max")
         t["ctx"], t["tgt"] = t["ctx"].reset_index(drop=True), t["tgt"].reset_index(drop=True)
     return out
 
@@ -140,7 +138,7 @@ def stage_fits(suites, seed: int, per_domain: int) -> None:
                 p = _file(t)
                 p.parent.mkdir(parents=True, exist_ok=True)
                 np.savez_compressed(
-                    p, suite=t["suite"], domain=t["domain"], curve=t["curve"], law=law_name, toward=t["toward"],
+                    p, suite=t["suite"], domain=t["domain"], curve=t["curve"], law=law_name,
                     inputs=np.array(names), ctx=t["ctx"][names + ["y"]].to_numpy(float),
                     tgt=t["tgt"][names + ["y"]].to_numpy(float), mu_ctx=mu_ctx, mu_tgt=mu_tgt, sigma=pd_.sigma,
                     ok=f.ok, boot_log_mu=boot_log_mu, boot_sigma=boot_sigma, seconds=time.perf_counter() - t0)
