@@ -20,6 +20,33 @@ from bayescale.fit import fit as fit_law
 CUTOFF = 1e21
 
 
+def plot_demo(train, test, bands, guide=None, title: str = "", ax=None):
+    """The demo's figure, loss against training compute C: each held-out run's prediction at its own (N, D)
+    (``bands``, rows in the order of ``test``: median, 50% and 90% bars of a new run) beside its observed loss, the
+    fitted runs, and ``guide`` = (C, median) along D = 20 N as a dashed line (the law's shape only: the held-out runs
+    have other tokens per parameter). Returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.6))
+    if guide is not None:
+        ax.plot(*guide, color="0.55", ls="--", lw=1, label="median along D = 20 N (guide only)")
+    ax.scatter(train["C"], train["loss"], s=8, color="C1", label=f"fitted runs (C < {CUTOFF:.0e})")
+    c, med = test["C"].to_numpy(), bands["run_median"].values
+    ratio = test["D"] / test["N"]
+    where = f"at each held-out run's own (N, D), D/N {ratio.min():.0f}-{ratio.max():.0f}"
+    for lv, width, alpha in ((0.9, 1.2, 0.45), (0.5, 3.5, 0.8)):
+        lo, hi = bands.interval(lv)
+        ax.errorbar(c, med, yerr=[med - lo, hi - med], fmt="none", ecolor="C0", elinewidth=width, alpha=alpha,
+                    label=f"{lv:.0%} band {where}")
+    ax.plot(c, med, "o", color="C0", ms=3, label="predicted median")
+    ax.scatter(c, test["loss"], s=18, marker="x", color="k", zorder=3, label="held-out runs (observed)")
+    ax.axvline(CUTOFF, color="grey", ls=":", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOP)", ylabel="loss", title=title)
+    ax.legend(fontsize=7)
+    return ax
+
+
 def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
     import matplotlib  # here, not at import: the Agg backend is set for the demo only (it writes files)
 
@@ -91,25 +118,13 @@ def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
           f"RMSLE of the median {loc_rmsle:.4f}, coverage 50% band {loc_cov50:.0%}, 90% band {loc_cov90:.0%}; mean "
           f"log density {ll_loc:.3f}.")
 
-    fig, ax = plt.subplots(figsize=(7, 4.6))
+    # the law's shape beyond the runs, as a guide: the held-out runs sit at their own D/N, predicted there below
     grid = np.geomspace(runs["C"].min(), runs["C"].max() * 3, 80)
-    # compute-optimal-ish path through the data for a readable curve: D/N = 20
     nn = np.sqrt(grid / (6 * 20.0))
-    path_b = fit.predict({"N": nn, "D": 20 * nn}, levels=(0.5, 0.9), seed=seed)
-    lo90, hi90 = path_b.interval(0.9)
-    lo50, hi50 = path_b.interval(0.5)
-    ax.fill_between(grid, lo90, hi90, color="C0", alpha=0.18, lw=0, label="90% band (D = 20 N)")
-    ax.fill_between(grid, lo50, hi50, color="C0", alpha=0.35, lw=0, label="50% band (D = 20 N)")
-    ax.plot(grid, path_b["run_median"].values, color="C0", lw=1.5, label="median (D = 20 N)")
-    ax.scatter(train["C"], train["loss"], s=8, color="C1", label=f"fitted runs (C < {CUTOFF:.0e})")
-    lo, hi = bands.interval(0.9)
-    med = bands["run_median"].values
-    ax.errorbar(test["C"], med, yerr=[med - lo, hi - med], fmt="none", ecolor="C2", alpha=0.7, label="90% band, held-out runs")
-    ax.scatter(test["C"], test["loss"], s=18, marker="x", color="k", zorder=3, label="held-out runs (observed)")
-    ax.axvline(CUTOFF, color="grey", ls=":", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOP)", ylabel="loss",
-           title=f"Chinchilla L(N,D) fitted below 1e21 FLOP: 90% coverage {cov90:.0%}")
-    ax.legend(fontsize=7)
+    guide = fit.predict({"N": nn, "D": 20 * nn}, levels=(0.5, 0.9), seed=seed)["run_median"].values
+    ax = plot_demo(train, test, bands, guide=(grid, guide),
+                   title=f"Chinchilla L(N,D) fitted below 1e21 FLOP: 90% coverage {cov90:.0%}")
+    fig = ax.figure
     fig.tight_layout()
     png = out / "demo_chinchilla.png"
     fig.savefig(png, dpi=120)

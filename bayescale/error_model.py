@@ -18,7 +18,9 @@ one domain (a suite of related runs) share, unknown for a user's curve, so its p
 errors heavier-tailed than Gaussian, and the data decide ``gamma`` (how the error grows with distance).
 
 :func:`learn` fits ``a, omega, gamma, beta_*`` and the family offsets (shrunk towards 0 with sd
-:data:`FAMILY_SD`; a family the corpus lacks gets 0 and that extra spread) by maximum marginal likelihood on a corpus
+:data:`FAMILY_SD`; a family the corpus lacks gets 0 and that extra spread) by maximum marginal likelihood (exact
+gradients from JAX) and keeps a covariate only if it helps predict a domain left out of the corpus (a user's curve
+comes from a domain the corpus lacks); it learns on a corpus
 of held-out errors of real curves: per curve, the log errors ``r = ln y - E[ln y_pred]`` and predictive sds ``s`` of
 its runs beyond the fitted ones, ``r ~ Normal(0, diag(s^2) + tau_c^2 u u^T)``, ``u = b^gamma``, integrated over
 ``ln tau_c`` on a grid. The package ships one learned on six public suites (:func:`default_error_model`,
@@ -33,6 +35,7 @@ runs the corpus decides and with many blocks the curve's own runs weigh more; it
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -51,13 +54,14 @@ GRID = np.linspace(np.log(1e-4), np.log(5.0), 161)  # ln tau grid (ln-units per 
 FAMILY_SD = 0.5  # sd of a family's offset of ln tau (ln units): how different families may be a priori
 OMEGA_MIN = 0.05  # smallest sd of ln tau between curves: below the grid's resolution
 SPAN_REF, NOISE_REF = 1.0, 0.01  # covariate reference values: 1 decade of runs, 1% noise
+COVARIATES = ("span", "noise")  # what ln tau may depend on besides the family and the domain
 
 
-def _rank_one(const, rr, ua, ub, t2):
+def _rank_one(const, rr, ua, ub, t2, xp=np):
     """``log Normal(r; 0, diag(s^2) + tau^2 u u^T)`` from the sufficient sums (``const`` = n ln 2 pi + sum ln s^2,
     ``rr`` = sum r^2/s^2, ``ua`` = sum u^2/s^2, ``ub`` = sum u r/s^2) at ``t2`` = tau^2 (matrix determinant lemma and
-    Sherman-Morrison); arguments broadcast."""
-    return -0.5 * (const + np.log1p(t2 * ua) + rr - t2 * ub**2 / (1 + t2 * ua))
+    Sherman-Morrison); arguments broadcast; ``xp``: the array module (NumPy, or JAX when learning)."""
+    return -0.5 * (const + xp.log1p(t2 * ua) + rr - t2 * ub**2 / (1 + t2 * ua))
 
 
 def _loglik_grid(r, s, u, grid=GRID) -> np.ndarray:
@@ -172,6 +176,7 @@ class ErrorModel:
     source: str = ""
     omega_domain: float = 0.0
     kappa: float = 1.0
+    covariates: tuple = COVARIATES  # those learned (the others' slopes are 0)
 
     def prior(self, family: str, span: float, noise: float) -> tuple[float, float]:
         """Mean and sd of ``ln tau`` for a curve of ``family`` whose runs cover ``span`` decades with noise
@@ -225,10 +230,11 @@ class ErrorModel:
     @classmethod
     def from_dict(cls, d: dict) -> "ErrorModel":
         return cls(**{k: d[k] for k in ("a", "omega", "gamma", "beta_span", "beta_noise", "family", "source",
-                                        "omega_domain", "kappa")})
+                                        "omega_domain", "kappa")}, covariates=tuple(d.get("covariates", COVARIATES)))
 
 
-def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") -> ErrorModel:
+def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "",
+          covariates: str | tuple = "select") -> ErrorModel:
     """Learn an :class:`ErrorModel` from held-out errors of real curves.
 
     Parameters
@@ -246,6 +252,11 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
         total, so a domain of many curves does not decide alone. None: one domain.
     source : str
         What the corpus is (recorded in the model).
+    covariates : "select" or tuple of str
+        Which of :data:`COVARIATES` ``ln tau`` depends on. ``"select"``: the subset whose model, learned without
+        one domain, best predicts that domain's target errors (mean log density per curve, every domain left out
+        in turn, domains alike): a covariate that explains curves within the corpus's domains but not across them
+        is dropped. Needs 3 domains or more; with fewer, all covariates.
 
     Returns
     -------
@@ -258,18 +269,63 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
         raise SettingError(f"the error corpus lacks columns {missing}; it needs {sorted(need)}")
     d = errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
     d = d.assign(_domain="all" if domain is None else d[domain].astype(str))
+    if d["curve"].nunique() < 3:
+        raise SettingError(f"learning the error model needs held-out errors of at least 3 curves, got "
+                           f"{d['curve'].nunique()}")
+    if isinstance(covariates, str):
+        if covariates != "select":
+            raise SettingError(f"covariates must be 'select' or a tuple of {COVARIATES}, got {covariates!r}")
+        covariates = _select_covariates(d) if d["_domain"].nunique() >= 3 else COVARIATES
+    bad = sorted(set(covariates) - set(COVARIATES))
+    if bad:
+        raise SettingError(f"unknown covariates {bad}; choose from {COVARIATES}")
+    return _learn(d, tuple(covariates), source)
+
+
+def _select_covariates(d: pd.DataFrame) -> tuple:
+    """The subset of :data:`COVARIATES` with the best leave-one-domain-out log density of target errors."""
+    subsets = [tuple(c for c, keep in zip(COVARIATES, mask) if keep)
+               for mask in itertools.product((False, True), repeat=len(COVARIATES))]
+    doms = sorted(d["_domain"].unique())
+    score = {c: np.mean([_log_score(_learn(d[d["_domain"] != k], c, ""), d[d["_domain"] == k]) for k in doms])
+             for c in subsets}
+    return max(subsets, key=lambda c: (score[c], len(c)))
+
+
+def _log_score(model: ErrorModel, d: pd.DataFrame) -> float:
+    """Mean over curves of ``d`` of the log density of their target errors under ``model``'s posterior given
+    their own errors (what a fit of such a curve would predict)."""
+    out = []
+    for _, g in d.groupby("curve", sort=False):
+        kind = g["kind"].to_numpy() if "kind" in g else np.full(len(g), "target")
+        tgt, own = g[kind != "own"], g[kind == "own"]
+        if not len(tgt):
+            continue
+        post = model.posterior(str(g["family"].iloc[0]), float(g["span"].iloc[0]), float(g["noise"].iloc[0]),
+                               own if len(own) else None)
+        ll = _loglik_grid(tgt["r"], tgt["s"], tgt["beyond"].to_numpy(float) ** model.gamma)
+        out.append(logsumexp(ll + np.log(np.maximum(np.asarray(post.prob), 1e-300))))
+    return float(np.mean(out))
+
+
+def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
+    """Maximum marginal likelihood of the error model on the checked corpus ``d`` (column ``_domain``)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp as jlse
+
     curves = [g for _, g in d.groupby("curve", sort=True)]
-    if len(curves) < 3:
-        raise SettingError(f"learning the error model needs held-out errors of at least 3 curves, got {len(curves)}")
     first = pd.DataFrame([g.iloc[0] for g in curves])
     fams = sorted(first["family"].astype(str).unique())
     fi = np.array([fams.index(f) for f in first["family"].astype(str)])
+    use = np.array([c in covariates for c in COVARIATES], float)
     xs = np.log(np.maximum(first["span"].to_numpy(float), 1e-3) / SPAN_REF)
     xn = np.log(np.maximum(first["noise"].to_numpy(float), 1e-5) / NOISE_REF)
     doms = sorted(first["_domain"].unique())
     di = np.array([doms.index(v) for v in first["_domain"]])
     counts = np.bincount(di)
     w = len(curves) / (len(doms) * counts[di])  # each domain the same total weight
+    dom_of = np.eye(len(doms))[di].T  # (D, C)
     # every bend (a curve's target runs; each block of its own errors) padded into arrays: the objective is vectorised
     bends = []
     for c, g in enumerate(curves):
@@ -296,31 +352,37 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "") 
     q = np.linspace(-4, 4, 33)  # standardised domain offsets
     log_wq = -0.5 * q**2 - logsumexp(-0.5 * q**2)
 
-    def unpack(th):
-        return (th[0], OMEGA_MIN + np.exp(th[1]), 0.25 + 2.25 / (1 + np.exp(-th[2])), th[3], th[4],
-                np.exp(th[5]), np.exp(th[6]), th[7:])
+    def unpack(th, xp=jnp):
+        return (th[0], OMEGA_MIN + xp.exp(th[1]), 0.25 + 2.25 / (1 + xp.exp(-th[2])), th[3] * use[0],
+                th[4] * use[1], xp.exp(th[5]), xp.exp(th[6]), th[7:])
 
     def objective(th):
         a, om, gam, bs_, bn, om_d, kappa, off = unpack(th)
         m = a + off[fi] + bs_ * xs + bn * xn
-        u = np.exp(gam * lb_) * np.where(is_own_, kappa, 1.0)[:, None]  # (bends, width): _loglik_grid, vectorised
-        ua, ub = np.sum(u**2 * inv_s2, axis=1)[:, None], np.sum(u * r_ * inv_s2, axis=1)[:, None]
-        ll = to_curve @ _rank_one(const[:, None], rr[:, None], ua, ub, t2)  # (C, G)
+        u = jnp.exp(gam * lb_) * jnp.where(is_own_, kappa, 1.0)[:, None]  # (bends, width): _loglik_grid, vectorised
+        ua, ub = jnp.sum(u**2 * inv_s2, axis=1)[:, None], jnp.sum(u * r_ * inv_s2, axis=1)[:, None]
+        ll = to_curve @ _rank_one(const[:, None], rr[:, None], ua, ub, t2, xp=jnp)  # (C, G)
         mean = m[:, None, None] + om_d * q[None, :, None]  # (C, Q, 1)
         lp = -0.5 * ((GRID[None, None, :] - mean) / om) ** 2
-        lp = lp - logsumexp(lp, axis=2, keepdims=True)
-        per = logsumexp(ll[:, None, :] + lp, axis=2) * w[:, None]  # (C, Q): each curve given the domain offset
-        total = sum(logsumexp(log_wq + per[di == k].sum(axis=0)) for k in range(len(doms)))
+        lp = lp - jlse(lp, axis=2, keepdims=True)
+        per = jlse(ll[:, None, :] + lp, axis=2) * w[:, None]  # (C, Q): each curve given the domain offset
+        total = jnp.sum(jlse(log_wq[None, :] + dom_of @ per, axis=1))
         # shrinkage of the family offsets and weak priors keep the slopes and the domain spread from chasing few
         # domains (Normal(0, 1) slopes; half-normal(1) domain sd)
-        return (-total + 0.5 * np.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2 + om_d**2)
-                + 0.5 * np.log(kappa) ** 2)
+        return (-total + 0.5 * jnp.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2 + om_d**2)
+                + 0.5 * jnp.log(kappa) ** 2)
+
+    grad = jax.jit(jax.value_and_grad(objective))
+
+    def fun(th):
+        v, g = grad(jnp.asarray(th, jnp.float64))
+        return float(v), np.asarray(g, float)
 
     th0 = np.concatenate([[np.log(0.05), np.log(0.3), 0.0, 0.0, 0.0, np.log(0.3), 0.0], np.zeros(len(fams))])
-    res = minimize(objective, th0, method="L-BFGS-B")
-    a, om, gam, bs_, bn, om_d, kappa, off = unpack(res.x)
+    res = minimize(fun, th0, jac=True, method="L-BFGS-B")
+    a, om, gam, bs_, bn, om_d, kappa, off = (np.asarray(v, float) for v in unpack(res.x, np))
     return ErrorModel(float(a), float(om), float(gam), float(bs_), float(bn),
-                      {f: float(o) for f, o in zip(fams, off)}, source, float(om_d), float(kappa))
+                      {f: float(o) for f, o in zip(fams, off)}, source, float(om_d), float(kappa), tuple(covariates))
 
 
 def noise_level(likelihood: str, y, sigma, df: float = 4.0) -> float:

@@ -44,8 +44,13 @@ def _finish(ax, path, xlabel, ylabel, logy=True):
 
 
 def plot_bands(bands, x: str | None = None, observed=None, ax=None, path=None, color="C0", label="median",
-               kind: str = "run", logy: bool = True):
-    """Median and central intervals of ``bands`` against input ``x``; ``observed`` adds the true values."""
+               kind: str = "run", logy: bool = True, band_label: str | None = None):
+    """Median and central intervals of ``bands`` against input ``x``; ``observed`` adds the true values.
+
+    ``label`` names the median in the legend and ``band_label`` the intervals, formatted with ``level`` and ``kind``
+    (e.g. ``"PFN {level:.0%} band"``; default ``"{level:.0%} {kind} band"``, or ``interval`` for bars): give both to
+    keep two bands on one Axes apart.
+    """
     ax = _axes(ax)
     x = x or bands.inputs[0]
     xs = bands.data[x].values
@@ -57,10 +62,12 @@ def plot_bands(bands, x: str | None = None, observed=None, ax=None, path=None, c
         lo, hi = bands.interval(lv, kind)
         alpha = 0.15 + 0.25 * i / max(len(levels) - 1, 1)
         if continuous:
-            ax.fill_between(xs[order], lo[order], hi[order], color=color, alpha=alpha, lw=0, label=f"{lv:.0%} {kind} band")
+            ax.fill_between(xs[order], lo[order], hi[order], color=color, alpha=alpha, lw=0,
+                            label=(band_label or "{level:.0%} {kind} band").format(level=lv, kind=kind))
         else:
             ax.errorbar(xs, med, yerr=[med - lo, hi - med], fmt="none", ecolor=color, alpha=alpha + 0.2,
-                        elinewidth=2 + 3 * i, label=f"{lv:.0%} {kind} interval")
+                        elinewidth=2 + 3 * i,
+                        label=(band_label or "{level:.0%} {kind} interval").format(level=lv, kind=kind))
     if continuous:
         ax.plot(xs[order], med[order], color=color, lw=1.8, label=label)
     else:

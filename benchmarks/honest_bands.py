@@ -256,7 +256,7 @@ def stage_score(seed: int, out: Path) -> dict:
         res["models"][suite] = model.to_dict()
         for m, r in rows.items():
             pooled_rows.setdefault(m, []).extend(r)
-        print(f"{suite}: " + ", ".join(f"{m} cov90 {v['coverage']['0.9']:.2f}" for m, v in res["suites"][suite].items()
+        print(f"{suite} (covariates {model.covariates}): " + ", ".join(f"{m} cov90 {v['coverage']['0.9']:.2f}" for m, v in res["suites"][suite].items()
                                        if v), file=sys.stderr)
     # pooled: every suite weighs the same (the mean of the suites' summaries)
     res["pooled"] = {}
@@ -288,9 +288,12 @@ def tables(out: Path):
             n = v.get("curves", f"{v.get('suites')} suites")
             rows.append([suite, m, n, *(f"{v['coverage'][str(lv)]:.2f}" for lv in LEVELS), f"{v['msce']:.4f}",
                          f"{v['ll']:.3f}", f"{v['rmsle']:.4f}", f"{v['crps']:.4f}"])
+    covs = "; ".join(f"{s}: {'+'.join(m.get('covariates', ['span', 'noise'])) or 'none'}"
+                     for s, m in res["models"].items())
     source = (f"NUTS fits cached by `python -m benchmarks.honest_bands --stage fits` ({NUTS['chains']} chains x "
               f"({NUTS['warmup']} warm-up + {NUTS['samples']} draws), one law per suite: M4, chinchilla, downstream); "
-              f"error model learned on the other five suites each time; own leave-future-out errors available for "
+              f"error model learned on the other five suites each time, its covariates of ln tau chosen by "
+              f"leave-one-suite-out within those five ({covs}); own leave-future-out errors available for "
               f"{', '.join(f'{k} {v}' for k, v in res['own_errors'].items())}; {shown(path)}")
     return [Table("honest_bands", res["command"], source, head, rows)]
 

@@ -2,6 +2,13 @@
 extrapolation error and raw, scored on the 23 runs >= 1e21 FLOP (fit on the 222 below), and their compute-optimal
 tokens per parameter at 1e22-1e24 FLOP (robust fits of the same data find about 20: Besiroglu et al. 2024).
 
+The isoFLOP check (issue 16): the Chinchilla runs come from isoFLOP profiles, so runs of several sizes share a
+budget. Runs within 0.1 decade of one of the paper's nine budgets form a profile; a parabola of ln loss in ln N fitted
+to a profile's runs gives its measured optimum (kept when convex with its minimum inside the profile's sizes), and the
+check asks whether the fit's 80% interval of N* at the profile's compute (geometric mean) contains it. Of the six
+suites only the Chinchilla runs allow this: Gadre's runs are a grid of sizes x tokens-per-parameter (no two sizes at
+one budget), the others are curves of one model each.
+
     python -m benchmarks.robust_chinchilla
 """
 
@@ -17,6 +24,27 @@ from benchmarks._common import Table, command_line, load_json, machine_info, out
 LIKELIHOODS = ("lognormal", "studentt")
 BUDGETS = (1e22, 1e23, 1e24)
 CUTOFF = 1e21
+PROFILES = (6e18, 1e19, 3e19, 6e19, 1e20, 3e20, 6e20, 1e21, 3e21)  # Hoffmann et al. 2022's isoFLOP budgets
+PROFILE_WIDTH = 0.1  # decades of compute around a budget that count as on its profile
+
+
+def isoflop_optima(runs) -> list[dict]:
+    """Per isoFLOP profile with a convex parabola whose minimum lies inside its sizes: budget (geometric mean of
+    the runs' C), the parabola's N*, the number of runs."""
+    lc = np.log10(runs["C"].to_numpy(float))
+    k = np.abs(lc[:, None] - np.log10(PROFILES)[None, :]).argmin(axis=1)
+    out = []
+    for j, budget in enumerate(PROFILES):
+        g = runs[(k == j) & (np.abs(lc - np.log10(budget)) < PROFILE_WIDTH)]
+        ln_n = np.log(g["N"].to_numpy(float))
+        if len(g) < 5 or len(np.unique(ln_n)) < 3:
+            continue
+        c2, c1, _ = np.polyfit(ln_n, np.log(g["loss"].to_numpy(float)), 2)
+        n_opt = np.exp(-c1 / (2 * c2)) if c2 > 0 else np.nan
+        if np.isfinite(n_opt) and ln_n.min() <= np.log(n_opt) <= ln_n.max():
+            out.append({"profile": budget, "C": float(np.exp(np.log(g["C"]).mean())), "n_runs": int(len(g)),
+                        "N_parabola": float(n_opt)})
+    return out
 
 
 def run(seed: int, draws: int) -> list[dict]:
@@ -26,6 +54,7 @@ def run(seed: int, draws: int) -> list[dict]:
     runs = bs.datasets.chinchilla()
     train, test = runs[runs.C < CUTOFF], runs[runs.C >= CUTOFF]
     at, y = test[["N", "D"]], test["loss"].to_numpy()
+    profiles = isoflop_optima(runs)
     rows = []
     for lik in LIKELIHOODS:
         t0 = time.perf_counter()
@@ -37,6 +66,11 @@ def run(seed: int, draws: int) -> list[dict]:
             g = f if kind == "default" else f.with_error(None)
             b = g.predict(at, levels=(0.5, 0.9), seed=seed)
             opt = bs.compute_optimal(g, list(BUDGETS), levels=(0.8,), seed=seed)
+            iso = bs.compute_optimal(g, [p["C"] for p in profiles], levels=(0.8,), seed=seed)
+            n_lo, n_hi = iso["N_opt_lower"].values[0], iso["N_opt_upper"].values[0]
+            checks = [{**p, "N_median": float(m_), "N_lower": float(a_), "N_upper": float(b_),
+                       "inside": bool(a_ <= p["N_parabola"] <= b_)}
+                      for p, m_, a_, b_ in zip(profiles, iso["N_opt_median"].values, n_lo, n_hi)]
             tpp = opt["tokens_per_param_median"].values
             lo, hi = opt["tokens_per_param_lower"].values[0], opt["tokens_per_param_upper"].values[0]
             rows.append({
@@ -46,7 +80,7 @@ def run(seed: int, draws: int) -> list[dict]:
                 "rmsle": float(scoring.rmsle(b["run_median"].values, y)),
                 "ll": float(g.log_predictive_density(at, y, seed=seed).mean()),
                 "tpp": {f"{c:.0e}": [float(m), float(lo_), float(hi_)] for c, m, lo_, hi_ in zip(BUDGETS, tpp, lo, hi)},
-                "error_text": b.attrs["extrapolation_error"]})
+                "error_text": b.attrs["extrapolation_error"], "isoflop": checks})
     return rows
 
 
@@ -64,7 +98,24 @@ def tables(out):
     source = (f"chinchilla law, 4 chains x ({res['draws']} warm-up + {res['draws']} draws), fit on the {res['n_fit']} "
               f"runs below {CUTOFF:.0e} FLOP, scored on the {res['n_test']} above; published-form posterior means; "
               f"{shown(path)}")
-    return [Table("robust_chinchilla", m["command"], source, head, rows)]
+    iso_head = ["likelihood", "extrapolation error", *(f"{p['profile']:.0e} ({'fit' if p['C'] < CUTOFF else 'beyond'})"
+                                                       for p in res["results"][0]["isoflop"]), "inside, fit runs",
+                "inside, beyond"]
+    iso_rows = []
+    for r in res["results"]:
+        fit_in = [p["inside"] for p in r["isoflop"] if p["C"] < CUTOFF]
+        far_in = [p["inside"] for p in r["isoflop"] if p["C"] >= CUTOFF]
+        iso_rows.append([r["likelihood"], r["error"],
+                         *(f"{p['N_median'] / 1e9:.2g} [{p['N_lower'] / 1e9:.2g}, {p['N_upper'] / 1e9:.2g}]"
+                           f"{' ✓' if p['inside'] else ''}" for p in r["isoflop"]),
+                         f"{sum(fit_in)}/{len(fit_in)}", f"{sum(far_in)}/{len(far_in)}"])
+    iso_rows.append(["parabola per profile", "", *(f"{p['N_parabola'] / 1e9:.2g} ({p['n_runs']} runs)"
+                                                   for p in res["results"][0]["isoflop"]), "", ""])
+    iso_source = (f"the fits above; N* in billions of parameters, posterior median [80% interval] at each profile's "
+                  f"compute, ✓ where the interval contains the optimum of a parabola of ln loss in ln N fitted to that "
+                  f"profile's runs (runs within {PROFILE_WIDTH} decade of Hoffmann et al.'s budgets); {shown(path)}")
+    return [Table("robust_chinchilla", m["command"], source, head, rows),
+            Table("isoflop_chinchilla", m["command"], iso_source, iso_head, iso_rows)]
 
 
 def main(argv=None):

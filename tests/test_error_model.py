@@ -44,6 +44,28 @@ def test_learn_recovers_the_error_and_its_bands_cover_on_simulated_curves():
     assert 0.85 <= np.mean(covered) <= 0.95
 
 
+def test_covariates_are_chosen_by_how_they_predict_a_left_out_domain():
+    """tau falls with the decades the runs cover (slope -1) and does not depend on the noise: the selection keeps
+    span, and a model without covariates has none of their slopes."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for c in range(80):
+        span = np.exp(rng.uniform(np.log(0.3), np.log(3.0)))
+        tau = np.exp(TRUTH["a"] - np.log(span) + 0.2 * rng.standard_normal())
+        b = np.linspace(0.1, 1.0, 6)
+        r = tau * b ** TRUTH["gamma"] * rng.standard_normal() + 0.01 * rng.standard_normal(len(b))
+        rows.append(pd.DataFrame({"r": r, "s": 0.01, "beyond": b, "curve": c, "family": "M2", "span": span,
+                                  "noise": np.exp(rng.uniform(np.log(0.003), np.log(0.03))), "suite": f"s{c % 4}"}))
+    corpus = pd.concat(rows, ignore_index=True)
+    chosen = learn(corpus)
+    assert "span" in chosen.covariates and chosen.beta_span == pytest.approx(-1.0, abs=0.3)
+    none = learn(corpus, covariates=())
+    assert none.covariates == () and none.beta_span == 0 and none.beta_noise == 0
+    assert ErrorModel.from_dict(chosen.to_dict()) == chosen
+    with pytest.raises(bs.SettingError, match="unknown covariates"):
+        learn(corpus, covariates=("depth",))
+
+
 def test_a_curve_that_bends_more_than_the_corpus_expects_widens_its_own_error():
     model = ErrorModel(a=np.log(0.05), omega=0.3, gamma=1.0, omega_domain=0.5, kappa=1.0)
     b = np.linspace(0.1, 0.4, 8)

@@ -110,3 +110,36 @@ def test_compute_optimal_table_states_its_caveat():
     at = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "tokens/param" in "".join(c["source"]))
     after = "".join(cells[at + 1]["source"])
     assert cells[at + 1]["cell_type"] == "markdown" and "20 tokens per parameter" in after and "studentt" in after
+
+
+def test_pfn_plot_has_distinct_legend_and_named_axes(tmp_path):
+    """Notebook 02's comparison plot, its cell run on stand-in bands (no PFN, no NUTS): every legend entry is distinct
+    (the PFN's and NUTS's bands are told apart) and the axes name the data, not 'x' and 'y' (issue 18)."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from bayescale.bands import make_bands
+
+    cells = json.loads((NOTEBOOK_DIR / "02_pfn_extrapolation.ipynb").read_text())["cells"]
+    code = next(src for src in ("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+                if "02_pfn_vs_nuts" in src)
+
+    def bands(at, levels=(0.5, 0.9), **_):
+        at = np.asarray(at, float)
+        mu = 0.3 * at[None, :] ** -0.1 * np.exp(np.random.default_rng(0).normal(0, 0.05, (64, len(at))))
+        return make_bands(pd.DataFrame({"x": at}), mu, mu, levels)
+
+    x = np.geomspace(1e6, 1e8, 12)
+    runs = pd.DataFrame({"x": x, "y": 0.3 * x ** -0.1})
+    ns = {"np": np, "plt": plt, "bs": SimpleNamespace(pfn=SimpleNamespace(predict=lambda *a, at, **k: bands(at, **k))),
+          "fit": SimpleNamespace(predict=bands), "train": runs.iloc[:8], "test": runs.iloc[8:], "LEVELS": (0.5, 0.9),
+          "CURVE": "IC/cal_10/BiT/50/1", "OUT": tmp_path}
+    exec(compile(code, "02_pfn_extrapolation.ipynb", "exec"), ns)
+    ax = ns["ax"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(ax.figure)
+    assert len(labels) == len(set(labels)) and sum("PFN" in s for s in labels) >= 3, labels
+    assert ax.get_xlabel() not in ("", "x") and ax.get_ylabel() not in ("", "y")

@@ -439,6 +439,30 @@ def test_weights_save_read_and_checks(tmp_path):
         read_weights(tmp_path / "w.npz")
 
 
+def test_weights_not_an_archive_with_matching_hash(tmp_path, capsys):
+    """A weights file that is not an .npz of weights, its JSON's sha256 updated to match: a PFNWeightsError naming the
+    file and the fix (not a raw BadZipFile/EOFError/...), and through the CLI one line on stderr, exit 2."""
+    from bayescale.cli import main
+
+    cfg = CONFIGS["tiny"]
+    save_weights(PFN(cfg, jax.random.PRNGKey(3)), cfg, np.linspace(-5, 5, cfg.n_bins + 1), tmp_path / "w.npz", {})
+    good, meta = (tmp_path / "w.npz").read_bytes(), json.loads((tmp_path / "w.json").read_text())
+    no_borders = tmp_path / "nb.npz"
+    np.savez(no_borders, p000=np.zeros(3))
+    for content in (b"not weights\n", b"", good[: len(good) // 2], b"PK\x03\x04garbage", no_borders.read_bytes()):
+        (tmp_path / "w.npz").write_bytes(content)
+        (tmp_path / "w.json").write_text(json.dumps({**meta, "sha256": sha256(tmp_path / "w.npz")}))
+        with pytest.raises(PFNWeightsError, match=r"w\.npz are not a readable weights archive.*bayescale pfn train"):
+            read_weights(tmp_path / "w.npz")
+    runs = tmp_path / "runs.csv"
+    _runs().query("curve == 'a'").to_csv(runs, index=False)
+    assert main(["predict", "--method", "pfn", str(runs), "--x", "n", "--y", "loss", "--at", "n=1e9",
+                 "--weights", str(tmp_path / "w.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: PFN weights") and "not a readable weights archive" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_bundled_weights_tampered_hash_fires(tmp_path):
     if not bs.pfn.available():
         pytest.skip("no bundled PFN weights in this checkout")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -129,11 +130,18 @@ def read_weights(path=None) -> PFNWeights:
     if got != expected:
         raise PFNWeightsError(f"PFN weights {p} are corrupt: sha256 {got[:16]}... does not match {expected[:16]}... "
                               f"recorded in {meta_p.name}. {fix}")
-    try:
+    try:  # the hash matches, but the file may still not be an .npz of weights (its JSON rewritten to match)
+        if not zipfile.is_zipfile(p):  # np.load would try it as .npy or pickle and say so
+            raise ValueError("it is not a zip archive")
         with np.load(p, allow_pickle=False) as f:
             borders = np.asarray(f["borders"], np.float64)
             n = len([k for k in f.files if k.startswith("p")])
             arrays = [f[f"p{i:03d}"] for i in range(n)]
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, TypeError) as exc:
+        raise PFNWeightsError(f"PFN weights {p} are not a readable weights archive (.npz with 'borders' and "
+                              f"'p000', ...): {exc}. {fix} Or give the path of valid weights "
+                              f"(.npz written by `bayescale pfn train`, with its .json beside it).") from None
+    try:
         model = replace_arrays(PFN(cfg, jax.random.PRNGKey(0)), arrays)
     except (ValueError, KeyError, OSError) as exc:
         raise PFNWeightsError(f"PFN weights {p} do not match their config {meta_p.name}: {exc}. {fix}") from None
