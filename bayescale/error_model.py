@@ -368,8 +368,10 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
         per = jlse(ll[:, None, :] + lp, axis=2) * w[:, None]  # (C, Q): each curve given the domain offset
         total = jnp.sum(jlse(log_wq[None, :] + dom_of @ per, axis=1))
         # shrinkage of the family offsets and weak priors keep the slopes and the domain spread from chasing few
-        # domains (Normal(0, 1) slopes; half-normal(1) domain sd)
-        return (-total + 0.5 * jnp.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2 + om_d**2)
+        # domains: Normal(0, 1) slopes; a Rayleigh(1) domain sd, zero at 0, since with a handful of domains the
+        # maximum likelihood of a spread between them often sits at 0, which would make a new domain's tau certain
+        # (a boundary-avoiding prior: Chung et al. 2013, Psychometrika 78:685)
+        return (-total + 0.5 * jnp.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2 + om_d**2) - jnp.log(om_d)
                 + 0.5 * jnp.log(kappa) ** 2)
 
     grad = jax.jit(jax.value_and_grad(objective))

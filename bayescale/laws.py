@@ -33,7 +33,9 @@ class Scales(NamedTuple):
     """Data scales the priors and the centring use (a JAX pytree, so batches of curves vmap over it).
 
     ``center``, ``lo`` and ``hi`` map each input name to its centre ``x0`` and to the smallest/largest
-    centred value ``t`` in the fitted runs (natural-log units for log inputs).
+    centred value ``t`` in the fitted runs (natural-log units for log inputs). ``joint_lo``/``joint_hi``: for a law
+    of several log inputs, the smallest/largest mean of their centred ``t`` over the runs (the log of their geometric
+    mean: for N and D, half the log of the compute 6ND); NaN otherwise.
     """
 
     y_min: Any
@@ -42,6 +44,8 @@ class Scales(NamedTuple):
     center: dict
     lo: dict
     hi: dict
+    joint_lo: Any = float("nan")
+    joint_hi: Any = float("nan")
 
     def width(self, name: str):
         """Span of input ``name`` in centred units (at least 1, so priors stay proper with one x)."""

@@ -19,6 +19,8 @@ likelihood's own units.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -77,9 +79,26 @@ def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0,
     return dist.Normal(mu, sd) if likelihood == "normal" else dist.StudentT(df, mu, sd)
 
 
+# one compiled program per likelihood and shape: run op by op, each of a distribution's dozens of operations would
+# be compiled on its own (about a second in all for a first prediction)
+@functools.partial(jax.jit, static_argnames="likelihood")
+def _log_prob(likelihood, y, mu, sigma, df, errors):
+    return noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y)
+
+
+@functools.partial(jax.jit, static_argnames="likelihood")
+def _sample(likelihood, key, mu, sigma, df, errors):
+    return noise_dist(likelihood, mu, sigma, df=df, **errors).sample(key)
+
+
+def _arrays(errors: dict) -> dict:
+    return {k: None if v is None else jnp.asarray(v, jnp.float64) for k, v in errors.items()}
+
+
 def log_prob(likelihood: str, y, mu, sigma, df: float = 4.0, **errors) -> np.ndarray:
     """``log p(y | mu, sigma)`` as a NumPy array (arguments broadcast); ``errors``: ``se``/``y_ref``/``extra``."""
-    return np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y))
+    return np.asarray(_log_prob(likelihood, *(jnp.asarray(v, jnp.float64) for v in (y, mu, sigma, df)),
+                                _arrays(errors)))
 
 
 def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.ndarray:
@@ -87,7 +106,10 @@ def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.nd
     ``numpy.random.Generator`` (a JAX key is drawn from it). Beta noise: runs in [0, 1], exact 0s and 1s included."""
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2**31))
-    y = np.asarray(noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.PRNGKey(seed)))
+    mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
+    shape = np.broadcast_shapes(mu.shape, sigma.shape, *(np.shape(v) for v in errors.values() if v is not None))
+    y = np.asarray(_sample(likelihood, jax.random.PRNGKey(seed), jnp.broadcast_to(mu, shape),
+                           jnp.asarray(sigma, jnp.float64), jnp.asarray(df, jnp.float64), _arrays(errors)))
     return np.clip(y, 0.0, 1.0) if likelihood == "beta" else y  # the squeeze's margin maps to 0 and 1
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from bayescale.errors import RunTableError, SettingError
 from bayescale.laws import Law, Scales, get_law, list_laws
 
-__all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "fitted_span", "outside", "parse_number", "parse_size",
+__all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "fitted_span", "outside", "parse_number", "parse_size", "range_coordinates",
            "prepare_runs", "query_points", "read_runs", "run_size", "scales_for", "simpler_law", "transform_inputs"]
 
 Z95 = 1.959963984540054
@@ -260,15 +260,18 @@ def transform_inputs(law: Law, values: dict, center: dict) -> dict:
 
 def scales_for(law: Law, frame: pd.DataFrame) -> Scales:
     """Centre and ranges of each input, and y summaries, for one curve's runs."""
-    center, lo, hi = {}, {}, {}
+    center, lo, hi, logs = {}, {}, {}, []
     for inp in law.inputs:
         v = frame[inp.name].to_numpy(float)
         v = np.log(v) if inp.scale == "log" else v
         center[inp.name] = float(v.mean())
         lo[inp.name], hi[inp.name] = float(v.min() - v.mean()), float(v.max() - v.mean())
+        if inp.scale == "log":
+            logs.append(v - v.mean())
+    joint = np.mean(logs, axis=0) if len(logs) > 1 else np.full(1, np.nan)
     y = frame["y"].to_numpy(float)
     return Scales(y_min=float(y.min()), y_max=float(y.max()), y_med=float(np.median(np.abs(y))) or 1.0,
-                  center=center, lo=lo, hi=hi)
+                  center=center, lo=lo, hi=hi, joint_lo=float(joint.min()), joint_hi=float(joint.max()))
 
 
 SIZE_SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -459,10 +462,26 @@ def fitted_span(law: Law, scales: Scales) -> float:
                for i in law.inputs)
 
 
-def distance_beyond(law: Law, frame: pd.DataFrame, scales: Scales) -> np.ndarray:
-    """How far each query point lies outside the fitted range: max over inputs of :func:`outside`."""
+def range_coordinates(law: Law, frame, scales: Scales):
+    """The coordinates the fitted range is measured in: each input's centred value (ln units for log inputs) and,
+    for a law of several log inputs, the mean of those (the log of their geometric mean: a run larger than all the
+    fitted ones in N x D lies beyond them even where its N and its D each lie inside their ranges).
+
+    Returns ``t`` (n, K), the runs' ``lo`` and ``hi`` (K,) and each coordinate's scale (``"log"``/``"linear"``)."""
     t = transform_inputs(law, {n: frame[n] for n in law.input_names}, scales.center)
-    d = np.zeros(len(frame))
-    for inp in law.inputs:
-        d = np.maximum(d, outside(t[inp.name], scales.lo[inp.name], scales.hi[inp.name], inp.scale))
-    return d
+    cols = [np.asarray(t[i.name], float).reshape(-1) for i in law.inputs]
+    lo = [float(scales.lo[i.name]) for i in law.inputs]
+    hi = [float(scales.hi[i.name]) for i in law.inputs]
+    kinds = [i.scale for i in law.inputs]
+    logs = [c for c, k in zip(cols, kinds) if k == "log"]
+    if len(logs) > 1 and np.isfinite(scales.joint_hi):
+        cols.append(np.mean(logs, axis=0))
+        lo.append(float(scales.joint_lo)), hi.append(float(scales.joint_hi)), kinds.append("log")
+    return np.stack(cols, axis=-1), np.array(lo), np.array(hi), kinds
+
+
+def distance_beyond(law: Law, frame: pd.DataFrame, scales: Scales) -> np.ndarray:
+    """How far each query point lies outside the fitted runs: max over :func:`range_coordinates` of
+    :func:`outside` (decades for log inputs)."""
+    t, lo, hi, kinds = range_coordinates(law, frame, scales)
+    return np.max([outside(t[:, k], lo[k], hi[k], s) for k, s in enumerate(kinds)], axis=0)

@@ -124,11 +124,30 @@ def test_extrapolation_error_counts_and_shrinks_toward_the_target(chinchilla_fit
     assert extra["duplicate"] == pytest.approx(0, abs=1e-12)
     # the "beyond" run (4e9 params, 4e11 tokens) brings the range's end closer to the target: b shrinks to b_new
     law, sc = chinchilla_fit.law, chinchilla_fit.scales
-    grown = sc._replace(hi={**sc.hi, "N": max(sc.hi["N"], np.log(4e9) - sc.center["N"]),
-                            "D": max(sc.hi["D"], np.log(4e11) - sc.center["D"])})
+    tn, td = np.log(4e9) - sc.center["N"], np.log(4e11) - sc.center["D"]
+    grown = sc._replace(hi={**sc.hi, "N": max(sc.hi["N"], tn), "D": max(sc.hi["D"], td)},
+                        joint_hi=max(sc.joint_hi, (tn + td) / 2))
     b_new = distance_beyond(law, query_points(law, TARGET, chinchilla_fit.columns), grown)
     assert 0 <= b_new[0] < b[0]
     assert extra["beyond"] == pytest.approx(tau**2 * (b[0] ** 2 - b_new[0] ** 2), rel=1e-9)
+
+
+def test_a_run_larger_in_n_times_d_than_every_fitted_run_is_beyond_them(chinchilla_runs):
+    """Beyond the runs in compute, inside each input's range (the Chinchilla runs above 1e21 FLOP are mostly such):
+    the distance, and so the extrapolation error, is not 0."""
+    from bayescale.runs import distance_beyond
+    from tests.conftest import FAST
+
+    small = chinchilla_runs[chinchilla_runs["params"] * chinchilla_runs["tokens"] <= 1e18]
+    f = bs.fit(small, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
+    n_max, d_max, nd_max = small["params"].max(), small["tokens"].max(), (small["params"] * small["tokens"]).max()
+    corner = pd.DataFrame({"N": [n_max], "D": [d_max]})  # inside both ranges, beyond every run's N x D
+    b = distance_beyond(f.law, corner, f.scales)[0]
+    assert b == pytest.approx(np.log10(n_max * d_max / nd_max) / 2, rel=1e-6) and b > 0.5
+    band = f.predict(corner, levels=(0.9,), seed=0)
+    raw = f.predict(corner, levels=(0.9,), seed=0, raw=True)
+    width = lambda x: float(np.subtract(*x.interval(0.9)[::-1])[0])  # noqa: E731
+    assert band["beyond"].values[0] == pytest.approx(b) and width(band) > 1.2 * width(raw)
 
 
 def test_greedy_batch_and_budget(chinchilla_fit):

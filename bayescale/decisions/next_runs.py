@@ -38,7 +38,7 @@ from bayescale.fit import Fit, fit
 from bayescale.laws import get_law
 from bayescale.pfn.prior import RUN_TABLE
 from bayescale.posterior import PosteriorDraws, posterior_draws
-from bayescale.runs import default_cost, outside, parse_size, query_points, read_runs, transform_inputs
+from bayescale.runs import default_cost, outside, parse_size, query_points, range_coordinates, read_runs
 
 __all__ = ["SearchOptions", "candidate_grid", "next_runs", "parse_target"]
 
@@ -213,20 +213,14 @@ def _weighted_var(logw: np.ndarray, T: np.ndarray):
 
 class _Extrapolation:
     """The extrapolation error of a calibrated fit (:mod:`bayescale.calibration`): the target's log mean carries an
-    extra variance tau^2 b^(2 gamma), b = its distance beyond the fitted runs (:func:`bayescale.runs.outside`, max
-    over inputs; tau^2 the draws' mean, :attr:`bayescale.posterior.Component.tau_rms`), which no outcome narrows, but a run that extends the runs' range toward the target shortens b.
+    extra variance tau^2 b^(2 gamma), b = its distance beyond the fitted runs (:func:`bayescale.runs.distance_beyond`, max
+    over :func:`bayescale.runs.range_coordinates`; tau^2 the draws' mean, :attr:`bayescale.posterior.Component.tau_rms`), which no outcome narrows, but a run that extends the runs' range toward the target shortens b.
     ``gain(lo, hi)`` is that reduction for every candidate (C,), ``var(lo, hi)`` the term now."""
 
     def __init__(self, law, tau2: float, scales, cand: pd.DataFrame, targets: pd.DataFrame, gamma: float = 1.0):
-        names = law.input_names
         self.tau2, self.gamma = float(tau2), float(gamma)
-        self.scale = [i.scale for i in law.inputs]
-        tc = transform_inputs(law, {n: cand[n] for n in names}, scales.center)
-        tq = transform_inputs(law, {n: targets[n] for n in names}, scales.center)
-        self.tc = np.stack([np.asarray(tc[n], float) for n in names], axis=-1)        # (C, I)
-        self.tq = np.stack([np.asarray(tq[n], float) for n in names], axis=-1)        # (Q, I)
-        self.lo = np.array([float(scales.lo[n]) for n in names])
-        self.hi = np.array([float(scales.hi[n]) for n in names])
+        self.tc, self.lo, self.hi, self.scale = range_coordinates(law, cand, scales)    # (C, K)
+        self.tq = range_coordinates(law, targets, scales)[0]                            # (Q, K)
 
     def _b2(self, lo, hi):  # lo/hi (..., I) -> squared distance of every target (..., Q)
         d = [outside(self.tq[:, i], lo[..., None, i], hi[..., None, i], sc) for i, sc in enumerate(self.scale)]

@@ -1,0 +1,159 @@
+"""A user's first answer, as a whole process: the README's script against a least-squares bootstrap (issue 18).
+
+Each script runs in a fresh Python process; wall time (start to exit) and peak resident memory (``wait4``) are
+measured from outside, and the script reports its own phases.
+
+- ``bayescale``: the README's tour: load the bundled Chinchilla runs, ``bs.fit`` (NUTS, default settings, default
+  extrapolation error) on the runs below 1e21 FLOP, ``predict`` one run (70B, 1.4T) and print the table; it also
+  reports the fit's r-hat and ESS, and the time of ``predict`` with the raw posterior (so the extrapolation error's
+  cost shows: the first default ``predict`` computes the fit's own leave-future-out errors).
+- ``bootstrap``: what a bootstrap tool does for the same question: ``scipy.optimize.least_squares`` of the
+  Chinchilla law in log space (4 starts) and ``--resamples`` case-resampling refits, then the 5-95% interval of the
+  prediction (NumPy, SciPy, pandas only). It stands in for ``simple-scaling-laws``, which could not be installed here.
+
+The first ``bayescale`` process runs with an empty persistent compilation cache (a new user); then the two scripts
+alternate ``--repeats`` times with the cache warm, and the table shows medians.
+
+    python -m benchmarks.first_answer [--repeats 5] [--resamples 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks._common import (ROOT, Table, command_line, load_json, loadavg, machine_info, output_args, publish,
+                                save_json, shown)
+
+BAYESCALE = """
+import json, sys, time
+t0 = time.perf_counter()
+import bayescale as bs
+t1 = time.perf_counter()
+runs = bs.datasets.chinchilla()
+fit = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, progress=False)
+t2 = time.perf_counter()
+bands = fit.predict({"N": [7e10], "D": [1.4e12]})
+print(bands.table())
+t3 = time.perf_counter()
+fit.predict({"N": [7e10], "D": [1.4e12]}, raw=True)
+t4 = time.perf_counter()
+d = fit.diagnostics
+print(json.dumps({"import": t1 - t0, "fit": t2 - t1, "predict": t3 - t2, "predict_raw": t4 - t3,
+                  "rhat": d["max_rhat"], "ess": d["min_ess_bulk"]}), file=sys.stderr)
+"""
+
+BOOTSTRAP = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np, pandas as pd
+from scipy.optimize import least_squares
+t1 = time.perf_counter()
+raw = pd.read_csv(sys.argv[1])
+N, C, y = raw["Model Size"].to_numpy(float), raw["Training FLOP"].to_numpy(float), raw["loss"].to_numpy(float)
+keep = C < 1e21
+lnN, lnD, ly = np.log(N[keep]), np.log(C[keep] / (6 * N[keep])), np.log(y[keep])
+
+def resid(p, a, b, t):  # ln L = ln(e^e + e^(a0 - alpha ln N) + e^(b0 - beta ln D))
+    return np.logaddexp(np.logaddexp(p[0], p[1] - p[2] * a), p[3] - p[4] * b) - t
+
+def fit(a, b, t):
+    best = None
+    for s in ([0.5, 6, 0.3, 7, 0.3], [0.0, 8, 0.4, 9, 0.4], [0.7, 4, 0.2, 5, 0.2], [0.3, 10, 0.5, 11, 0.5]):
+        r = least_squares(resid, s, args=(a, b, t), method="lm")
+        best = r if best is None or r.cost < best.cost else best
+    return best.x
+
+def pred(p):
+    return float(np.exp(resid(p, np.log(7e10), np.log(1.4e12), 0.0)))
+
+p = fit(lnN, lnD, ly)
+rng = np.random.default_rng(0)
+draws = [pred(fit(lnN[i], lnD[i], ly[i])) for i in (rng.integers(0, len(ly), len(ly)) for _ in range(int(sys.argv[2])))]
+print(pred(p), np.quantile(draws, [0.05, 0.95]))
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
+"""
+
+
+def _once(code: str, args: list, env: dict) -> dict:
+    """One fresh process: wall seconds, peak RSS (MiB) and the phases it reports (its last stderr line)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        raise RuntimeError(f"script failed ({p.returncode}):\n{err[-2000:]}")
+    return {"wall": wall, "peak_mib": usage.ru_maxrss / 1024, **json.loads(err.strip().splitlines()[-1])}
+
+
+def run(repeats: int, resamples: int) -> dict:
+    from bayescale.datasets import path
+
+    csv = str(path("chinchilla_epoch.csv"))
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYESCALE_JAX_CACHE": cache}
+        cold = _once(BAYESCALE, [], env)
+        warm, boot = [], []
+        for _ in range(repeats):  # alternate, so drifts in the machine's load hit both alike
+            warm.append(_once(BAYESCALE, [], env))
+            boot.append(_once(BOOTSTRAP, [csv, str(resamples)], env))
+    return {"cold": cold, "warm": warm, "bootstrap": boot}
+
+
+def _median(rows: list, key: str) -> float:
+    return float(np.median([r[key] for r in rows]))
+
+
+def tables(out):
+    path = out / "first_answer.json"
+    if not path.exists():
+        return []
+    res = load_json(path)
+    cold, warm, boot = res["cold"], res["warm"], res["bootstrap"]
+    med = lambda k, rows=warm: _median(rows, k)  # noqa: E731
+    rows = [
+        ["bayescale, first process (empty compilation cache)", f"{cold['wall']:.2f}", f"{cold['import']:.2f}",
+         f"{cold['fit']:.2f}", f"{cold['predict']:.2f} ({cold['predict_raw']:.2f} raw)", f"{cold['peak_mib']:.0f}",
+         f"r-hat {cold['rhat']:.3f}, ESS {cold['ess']:.0f}"],
+        [f"bayescale, warm cache (median of {len(warm)})", f"{med('wall'):.2f}", f"{med('import'):.2f}",
+         f"{med('fit'):.2f}", f"{med('predict'):.2f} ({med('predict_raw'):.2f} raw)", f"{med('peak_mib'):.0f}",
+         f"r-hat {max(r['rhat'] for r in warm):.3f}, ESS {min(r['ess'] for r in warm):.0f}"],
+        [f"least-squares bootstrap, {res['resamples']} resamples (median of {len(boot)})", f"{med('wall', boot):.2f}",
+         f"{med('import', boot):.2f}", f"{med('fit', boot):.2f}", "", f"{med('peak_mib', boot):.0f}", ""],
+        ["bayescale warm / bootstrap (goal <= 1)", f"{med('wall') / med('wall', boot):.2f}", "", "", "",
+         f"{med('peak_mib') / med('peak_mib', boot):.2f}", ""],
+    ]
+    head = ["process", "wall s", "import s", "fit s", "predict s", "peak MiB (goal < 400)", "sampling quality"]
+    m = res["machine"]
+    source = (f"fresh Python processes, alternating; load average {m.get('loadavg_start')} at start, "
+              f"{res.get('loadavg_end')} at end; {shown(path)}")
+    return [Table("first_answer", m["command"], source, head, rows)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.first_answer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--resamples", type=int, default=200)
+    output_args(ap)
+    args = ap.parse_args(argv)
+    meta = machine_info(command_line("first_answer", argv))
+    meta["loadavg_start"] = loadavg()
+    res = run(args.repeats, args.resamples)
+    save_json(args.out / "first_answer.json", {"machine": meta, "resamples": args.resamples, **res,
+                                               "loadavg_end": loadavg()})
+    publish(tables, args)
+
+
+if __name__ == "__main__":
+    main()
