@@ -2,13 +2,16 @@
 
 ``numpyro.infer.MCMC.run`` drives the NUTS kernel from Python between chunks; for models this small the runtime
 overhead dominates, so here the kernel (``numpyro.infer.hmc.hmc``) runs inside one jitted ``lax.scan``, vmapped
-over chains and, for :func:`bayescale.fit_many`, over curves. Each chain and curve keeps its own step size and
-mass matrix, so one hard curve does not slow the others' adaptation. On a CPU with several JAX devices (one per
-core, see :mod:`bayescale.config`) the chains are split across the devices (``shard_map``): vmapped chains move in
-lock step, each iteration costing the longest trajectory among them, and one core runs one program at a time, so
-separate devices both use every core and cut the lock step (``benchmarks/speed.py``). The draws depend on the
-number of devices only through floating-point rounding (measured: up to ~4e-6 relative); the same device count
-gives the same draws bit for bit.
+over curves for :func:`bayescale.fit_many` and over chains on an accelerator or in a batch. Each chain and curve
+keeps its own step size and mass matrix, so one hard curve does not slow the others' adaptation. On a CPU with
+several JAX devices (one per core, see :mod:`bayescale.config`) the chains are split across the devices
+(``shard_map``): vmapped chains move in lock step, each iteration costing the longest trajectory among them, and
+one core runs one program at a time, so separate devices both use every core and cut the lock step
+(``benchmarks/speed.py``). A single curve on CPUs runs each device's chains one after another (``lax.map``):
+tracing a vmapped NUTS loop takes seconds, more than sampling a small model, and a persistent compilation cache
+cannot skip tracing (``benchmarks/first_answer.py``). The draws depend on the number of devices and on whether
+chains are vectorised through floating-point rounding alone, which long NUTS runs can amplify into other draws of
+the same posterior; the same setting gives the same draws bit for bit.
 
 Initialisation: ``n_starts`` draws from the prior are each optimised (Adam on the unconstrained posterior), and the
 chains start from the best distinct optima. Starting NUTS at raw prior draws gets stuck on these laws (flat
@@ -161,8 +164,10 @@ def _starts(model, settings: SamplerSettings, key, data):
     return jax.vmap(unravel)(flat + 0.01 * jax.random.normal(k_jit, flat.shape)), v_opt[best]
 
 
-def _sample_chains(pe, z_init, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, key, inv_mass):
-    """NUTS warm-up and sampling of every chain (leading axis of ``z_init`` and ``inv_mass``), split over devices."""
+def _sample_chains(pe, z_init, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, key, inv_mass,
+                   sequential: bool = False):
+    """NUTS warm-up and sampling of every chain (leading axis of ``z_init`` and ``inv_mass``), split over devices;
+    on each device vectorised (``vmap``), or with ``sequential`` one after another (``lax.map``)."""
     init_kernel, sample_kernel = hmc(potential_fn=pe, algo="NUTS")
     total = settings.num_warmup + settings.num_samples
 
@@ -180,7 +185,11 @@ def _sample_chains(pe, z_init, settings: SamplerSettings, dense: bool, progress:
         st, out = jax.lax.scan(step, st, jnp.arange(total))
         return jax.tree.map(lambda a: a[settings.num_warmup:], out), st.adapt_state.step_size
 
-    chains = jax.vmap(chain)
+    if sequential:  # one chain after another on each device: a single NUTS loop to trace, not a batched one
+        def chains(ks, zs, ms):
+            return jax.lax.map(lambda a: chain(*a), (ks, zs, ms))
+    else:
+        chains = jax.vmap(chain)
     if n_dev > 1:
         mesh = Mesh(np.array(jax.local_devices()[:n_dev]), ("chain",))
         chains = jax.shard_map(chains, mesh=mesh, in_specs=PartitionSpec("chain"), out_specs=PartitionSpec("chain"),
@@ -196,7 +205,8 @@ def _outputs(model, data, z):
     return samples, log_likelihood(model, samples, data, batch_ndims=2)["y"]
 
 
-def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, key, data):
+def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, sequential: bool, key,
+               data):
     k_start, k_chain = jax.random.split(key)
     pe = partial(potential_energy, model, (data,), {})
     inits, v_best = _starts(model, settings, k_start, data)
@@ -204,7 +214,7 @@ def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_
         inv_mass = jax.vmap(lambda z: _laplace(pe, z)[0 if dense else 1])(inits)
     else:
         inv_mass = None
-    z, stats = _sample_chains(pe, inits, settings, dense, progress, n_dev, k_chain, inv_mass)
+    z, stats = _sample_chains(pe, inits, settings, dense, progress, n_dev, k_chain, inv_mass, sequential)
     samples, ll = _outputs(model, data, z)
     return samples, ll, stats, v_best
 
@@ -250,11 +260,11 @@ def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, d
     return samples, ll, stats, v_best
 
 
-@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress", "n_dev", "joint"))
-def _run(model, settings, dense, batched, progress, n_dev, keys, data, joint=False):
+@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress", "n_dev", "joint", "sequential"))
+def _run(model, settings, dense, batched, progress, n_dev, keys, data, joint=False, sequential=False):
     if joint:
         return _joint(model, settings, progress, n_dev, keys, data)
-    f = partial(_one_curve, model, settings, dense, progress, n_dev)
+    f = partial(_one_curve, model, settings, dense, progress, n_dev, sequential)
     return jax.vmap(f)(keys, data) if batched else f(keys, data)
 
 
@@ -275,8 +285,11 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     if batched and np.ndim(key) == 1:  # one key for the batch: split it per curve
         key = jax.random.split(key, jax.tree.leaves(data)[0].shape[0])
     try:
+        # one curve on CPUs: its chains run one after another on each device, which halves a first fit's time
+        # (tracing a batched NUTS loop costs seconds; sampling itself is a fraction of a second); batches of curves
+        # and accelerators keep the chains vectorised
         out = _run(model, settings, dense, batched, bool(progress), chain_devices(settings.num_chains), key, data,
-                   joint=bool(joint and batched))
+                   joint=bool(joint and batched), sequential=not batched and jax.default_backend() == "cpu")
         out = jax.tree.map(np.asarray, out)
     finally:
         if "bar" in _BAR:
