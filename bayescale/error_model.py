@@ -6,8 +6,9 @@ curve (applied by :mod:`bayescale.posterior`)::
 
     mu'(x) = mu(x) exp(tau_c b(x)^gamma z_c),   z_c ~ Normal(0, 1), one per curve (a smooth bend, not jitter)
 
-with ``b`` the distance beyond the fitted runs (decades of the furthest log input, 0 inside) and ``tau_c`` in
-ln-units per decade^gamma. Curves differ, so ``tau_c`` is itself uncertain (hierarchical)::
+with ``b`` the distance beyond the fitted runs (decades of the furthest input, or of the geometric mean of several
+log inputs such as N and D: :func:`bayescale.runs.distance_beyond`; 0 inside) and ``tau_c`` in ln-units per
+decade^gamma. Curves differ, so ``tau_c`` is itself uncertain (hierarchical)::
 
     ln tau_c ~ Normal(a + a_family + a_domain + beta_span ln(span / 1 decade) + beta_noise ln(noise / 0.01),
                       omega^2),   a_domain ~ Normal(0, omega_domain^2)

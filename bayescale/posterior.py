@@ -11,9 +11,10 @@ compute-optimal allocation, next-run selection, risk reports and scoring all ask
       mu'(x) = mu(x) * exp(tau * b(x)^gamma * z),    z ~ Normal(0, 1), one z per draw
 
   ``b`` the distance beyond the component's fitted runs (:func:`bayescale.runs.distance_beyond`: decades of the
-  furthest log input, 0 inside), ``tau`` its error in ln-units per decade^gamma, one value or one per draw (drawn
-  from the fit's :class:`~bayescale.error_model.ExtrapolationError`, which mixes over the uncertain ``tau``; 0 for
-  the raw posterior). One ``z`` per draw makes the error a smooth bend of the whole curve beyond the
+  furthest log input or of the log inputs' geometric mean, 0 inside), ``tau`` its error in ln-units per
+  decade^gamma, one value or one per draw (drawn from the fit's
+  :class:`~bayescale.error_model.ExtrapolationError`, which mixes over the uncertain ``tau``; 0 for the raw
+  posterior). One ``z`` per draw makes the error a smooth bend of the whole curve beyond the
   runs (the same sign at every point), so joint quantities (P(option A beats B), an optimum over N) see it too;
 - :meth:`PosteriorDraws.predictive`: that curve and a new observed run there (noise model: :mod:`bayescale.noise`);
 - :meth:`PosteriorDraws.log_density`: ``log sum_k w_k mean_s p_k(y | draw s)`` of observed runs.
@@ -111,7 +112,7 @@ class Component:
         return np.asarray(_mean_jit(self.law, p, t))
 
     def beyond(self, values: dict) -> np.ndarray:
-        """Distance beyond the fitted runs (decades of the furthest log input; 0 inside), any array shape."""
+        """Distance beyond the fitted runs (decades, :func:`bayescale.runs.distance_beyond`; 0 inside), any array shape."""
         shape = np.broadcast_shapes(*(np.shape(v) for v in values.values()))
         flat = pd.DataFrame({k: np.broadcast_to(v, shape).reshape(-1) for k, v in values.items()})
         return distance_beyond(self.law, flat, self.scales).reshape(shape)
