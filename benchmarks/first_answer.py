@@ -85,15 +85,17 @@ print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
 
 def _once(code: str, args: list, env: dict) -> dict:
     """One fresh process: wall seconds, peak RSS (MiB) and the phases it reports (its last stderr line)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    err = p.stderr.read()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode:
-        raise RuntimeError(f"script failed ({p.returncode}):\n{err[-2000:]}")
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty child cannot block on a full pipe
+        t0 = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=log)
+        _, status, usage = os.wait4(p.pid, 0)  # wait4: this child's own peak memory
+        wall = time.perf_counter() - t0
+        log.seek(0)
+        err = log.read()
+    code_ = os.waitstatus_to_exitcode(status)
+    if code_:
+        raise RuntimeError(f"script failed ({code_}):\n{err[-2000:]}")
     return {"wall": wall, "peak_mib": usage.ru_maxrss / 1024, **json.loads(err.strip().splitlines()[-1])}
 
 

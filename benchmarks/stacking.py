@@ -32,6 +32,7 @@ NUTS = dict(chains=4, warmup=300, samples=300)
 FAMILIES = {"revisiting": ("M2", "M3", "M4", "BNSL1"), "chinchilla": ("chinchilla", "kaplan"),
             "gadre": ("chinchilla", "kaplan")}  # laws in N and D (overtrain is in C, M: not averaged with them)
 CUTOFF = 1e21
+AVERAGES = {"lfo": "average (lfo)", "loo": "average (loo)"}  # model_average's ic -> the method's name
 
 
 def curves(per_domain: int) -> list[dict]:
@@ -79,13 +80,13 @@ def run(per_domain: int, seed: int) -> list[dict]:
         row = {"suite": c["suite"], "curve": c["curve"], "methods": {}, "weights": {}}
         for law, f in fits.items():
             row["methods"][law] = score(f, c["tgt"], names, seed)
-        for ic in ("lfo", "loo"):
+        for ic, name in AVERAGES.items():
             try:
                 avg = bs.model_average(fits, ic=ic, seed=seed)
             except ValueError as exc:  # too few runs to hold out for leave-future-out
                 print(f"  {c['curve']}: no {ic} average ({exc})", file=sys.stderr)
                 continue
-            row["methods"][f"average ({ic})"] = score(avg, c["tgt"], names, seed)
+            row["methods"][name] = score(avg, c["tgt"], names, seed)
             row["weights"][ic] = avg.weights
         rows.append(row)
         print(f"{c['suite']} {c['curve']}: {time.perf_counter() - t0:.0f} s "
@@ -96,12 +97,12 @@ def run(per_domain: int, seed: int) -> list[dict]:
 def summary(rows: list[dict]) -> dict:
     """Per suite: each method's mean RMSLE, its se, coverage and log density; the best member; the averages'
     paired RMSLE difference to it and its se."""
-    out = {}
+    out, ic_of = {}, {name: ic for ic, name in AVERAGES.items()}
     for suite in dict.fromkeys(r["suite"] for r in rows):
         rs = [r for r in rows if r["suite"] == suite]
         methods = [m for m in rs[0]["methods"] if all(m in r["methods"] for r in rs)]
         per = {m: np.array([r["methods"][m]["rmsle"] for r in rs]) for m in methods}
-        members = [m for m in methods if not m.startswith("average")]
+        members = [m for m in methods if m not in ic_of]
         best = min(members, key=lambda m: per[m].mean())
         se = lambda v: float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")  # noqa: E731
         out[suite] = {"curves": len(rs), "best": best, "methods": {
@@ -109,8 +110,8 @@ def summary(rows: list[dict]) -> dict:
                 "cov90": float(np.mean([r["methods"][m]["cov90"] for r in rs])),
                 "ll": float(np.mean([r["methods"][m]["ll"] for r in rs])),
                 "vs_best": float((per[m] - per[best]).mean()), "vs_best_se": se(per[m] - per[best]),
-                "weight": ({k: float(np.mean([r["weights"][m[9:-1]].get(k, 0) for r in rs])) for k in members}
-                           if m.startswith("average") else None)} for m in methods}}
+                "weight": ({k: float(np.mean([r["weights"][ic_of[m]].get(k, 0) for r in rs])) for k in members}
+                           if m in ic_of else None)} for m in methods}}
     return out
 
 
@@ -125,7 +126,7 @@ def tables(out):
     for suite, s in res["summary"].items():
         for m, v in s["methods"].items():
             diff = f"{v['vs_best']:+.4f} ± {v['vs_best_se']:.4f}" if m != s["best"] else "(best member)"
-            ok = "" if not m.startswith("average") else (
+            ok = "" if m not in AVERAGES.values() else (
                 "one curve: no se" if not np.isfinite(v["vs_best_se"]) else "yes" if v["vs_best"] <= v["vs_best_se"]
                 else "no")
             w = ", ".join(f"{k} {x:.2f}" for k, x in v["weight"].items()) if v["weight"] else ""
