@@ -51,7 +51,7 @@ def calibration(n_curves: int, split: str, seed: int, calibrated: bool = True) -
     keep = [i for i in range(n_curves) if d["target"][i].any()]
     items = [_curves(d, i) for i in keep]
     t0 = time.perf_counter()
-    preds = predictive_many([(xc, yc, xq) for xc, yc, xq, _ in items], calibrated=calibrated)
+    preds = predictive_many([(xc, yc, xq) for xc, yc, xq, _ in items], calibrated=calibrated, error="raw")
     secs = time.perf_counter() - t0
     inside = {lv: [] for lv in LEVELS}
     nll, fam, pit = [], [], []
@@ -202,13 +202,13 @@ def nuts_agreement(n_curves: int, draws: int, seed: int, cache: Path | None = No
     fw = Path(family_weights)
     if fw.exists():
         fam = load(fw)
-        fpreds = predictive_many(queries, weights=fw, calibrated=False)
+        fpreds = predictive_many(queries, weights=fw, calibrated=False, error="raw")
         bw = np.diff(fpreds[0].borders)
         res["family_pfn"] = {"weights": str(fw.relative_to(ROOT) if fw.is_relative_to(ROOT) else fw),
                              "train_command": FAMILY_TRAIN, "step": fam.info["step"], "val_nll": fam.info["val_nll"],
                              "train_seconds": fam.info["train_seconds"], "prior": fam.info.get("prior"),
                              "bin_width_z": [float(bw.min()), float(np.median(bw))], **_gap(ref, fpreds)}
-    res["shipped_pfn"] = _gap(ref, predictive_many(queries))
+    res["shipped_pfn"] = _gap(ref, predictive_many(queries, error="raw"))
     return res
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 import bayescale as bs
-from bayescale.errors import RunTableError
+from bayescale.errors import RunTableError, SettingError
 from bayescale.pfn.bar import BarDistribution
 from bayescale.pfn.calibrate import CALIB_SEED, fit_map
 from bayescale.pfn.infer import Predictive, load, predict, predictive, predictive_many
@@ -207,6 +207,48 @@ def test_predictive_quantile_cdf_logpdf_consistent():
         p.quantile(1.0)
 
 
+def test_mixture_of_views_is_one_distribution():
+    """Several context views: cdf, quantile, density and draws of their equal mixture agree with each other."""
+    rng = np.random.default_rng(3)
+    borders = np.linspace(-6, 6, 33) + rng.uniform(-0.1, 0.1, 33)
+    probs = rng.dirichlet(np.ones(32), size=(3, 4))  # 3 views, 4 queries
+    loc, scale = np.log([2.0, 2.2, 1.9]), np.array([0.3, 0.25, 0.4])
+    p = Predictive(probs, borders, loc=loc, scale=scale)
+    views = [Predictive(probs[v], borders, loc=loc[v], scale=scale[v]) for v in range(3)]
+    assert p.n_views == 3 and len(p) == 4
+    q = np.array([0.01, 0.2, 0.5, 0.9, 0.99])
+    y = p.quantile(q)
+    for i, qi in enumerate(q):
+        np.testing.assert_allclose(p.cdf(y[i]), qi, atol=1e-5)  # tabulated tails: exact only between borders
+        np.testing.assert_allclose(p.cdf(y[i]), np.mean([v.cdf(y[i]) for v in views], axis=0), atol=1e-12)
+    np.testing.assert_allclose(np.exp(p.logpdf(y[2])), np.mean([np.exp(v.logpdf(y[2])) for v in views], axis=0))
+    ly = np.linspace(-8, 10, 40001)
+    dens = np.exp(Predictive(np.repeat(probs[:, :1], len(ly), 1), borders, loc, scale).logpdf(np.exp(ly)) + ly)
+    np.testing.assert_allclose(np.trapezoid(dens, ly), 1.0, atol=2e-3)
+    np.testing.assert_allclose((p.sample(20000, seed=1) <= y[3]).mean(0), 0.9, atol=0.015)
+    # one view repeated is that view
+    same = Predictive(np.repeat(probs[:1], 2, 0), borders, loc=[loc[0]] * 2, scale=[scale[0]] * 2)
+    np.testing.assert_allclose(same.quantile(q), views[0].quantile(q), rtol=1e-4)
+
+
+def test_context_views_see_every_run():
+    from bayescale.pfn.infer import context_views
+
+    rng = np.random.default_rng(0)
+    x = rng.permutation(np.geomspace(1, 1e4, 63))
+    y = 1 + x ** -0.3
+    one = context_views(x, y, 40, 1)
+    assert len(one) == 1 and len(one[0][0]) == 40
+    many = context_views(x, y, 40, 4)
+    assert 1 < len(many) <= 4
+    for vx, vy in many:
+        assert len(vx) <= 40 and np.all(np.diff(vx) > 0) and vx[0] == x.min() and vx[-1] == x.max()
+        np.testing.assert_allclose(vy, 1 + vx ** -0.3)
+    assert set(np.concatenate([v[0] for v in many])) == set(x)  # together the views see every run
+    short = context_views(x[:30], y[:30], 40, 4)
+    assert len(short) == 1 and len(short[0][0]) == 30
+
+
 # ------------------------------------------------------------------------------------------------ recalibration
 
 
@@ -332,7 +374,8 @@ def test_calibrated_false_is_the_raw_network(tiny):
     x = np.geomspace(1e6, 1e8, 9)
     y = 2.0 + 5.0 * (x / 1e6) ** -0.3
     xq = np.r_[3e6, 3e7, 1e9, 1e10]  # two inside the runs' range, two beyond
-    cal, raw = predictive(x, y, xq, weights=w), predictive(x, y, xq, weights=w, calibrated=False)
+    cal, raw = predictive(x, y, xq, weights=w, error="raw"), predictive(x, y, xq, weights=w, calibrated=False,
+                                                                        error="raw")
     assert cal.calibrated and not raw.calibrated
     np.testing.assert_allclose(cal.beyond, [0, 0, 1, 2], atol=1e-12)
     plain = Predictive(raw.probs, raw.borders, raw.loc, raw.scale)  # no map at all
@@ -345,8 +388,8 @@ def test_calibrated_false_is_the_raw_network(tiny):
     for kind, rows in (("interpolated", slice(0, 2)), ("extrapolated", slice(2, 4))):
         yq = raw.quantile(0.3)
         np.testing.assert_allclose(cal.cdf(yq)[rows], rec.forward(kind, raw.cdf(yq))[rows], atol=1e-12)
-    b_cal = predict(pd.DataFrame({"x": x, "y": y}), at=xq, levels=(0.5,), weights=w)
-    b_raw = predict(pd.DataFrame({"x": x, "y": y}), at=xq, levels=(0.5,), weights=w, calibrated=False)
+    b_cal = predict(pd.DataFrame({"x": x, "y": y}), at=xq, levels=(0.5,), weights=w, error="raw")
+    b_raw = predict(pd.DataFrame({"x": x, "y": y}), at=xq, levels=(0.5,), weights=w, calibrated=False, error="raw")
     np.testing.assert_allclose(b_raw.interval(0.5)[1], raw.quantile(0.75))
     np.testing.assert_allclose(b_cal.interval(0.5)[1], cal.quantile(0.75))
     assert "raw network" in b_raw.attrs["pfn_weights"] and "recalibrated" in b_cal.attrs["pfn_weights"]
@@ -373,16 +416,38 @@ def test_predictive_api(tiny):
     assert bs.pfn.available(w)
     x = np.geomspace(1e6, 1e8, 9)
     y = 2.0 + 5.0 * (x / 1e6) ** -0.3
-    p = predictive(x, y, [1e9, 1e10, 1e11], weights=w)
+    p = predictive(x, y, [1e9, 1e10, 1e11], weights=w, error="raw")  # the network alone
     assert p.quantile(0.5).shape == (3,) and p.quantile([0.1, 0.9]).shape == (2, 3)
     assert p.logpdf(p.median()).shape == (3,) and np.all(np.isfinite(p.logpdf(p.median())))
     assert p.sample(7, seed=0).shape == (7, 3)
-    many = predictive_many([(x, y, [1e9, 1e10, 1e11]), (x[:5], y[:5] * 2, np.geomspace(1e3, 1e12, 150))], weights=w)
+    many = predictive_many([(x, y, [1e9, 1e10, 1e11]), (x[:5], y[:5] * 2, np.geomspace(1e3, 1e12, 150))], weights=w,
+                           error="raw")
     assert len(many) == 2 and len(many[1]) == 150  # >QUERY_CHUNK queries are chunked
     np.testing.assert_allclose(many[0].quantile([0.1, 0.5, 0.9]), p.quantile([0.1, 0.5, 0.9]), rtol=1e-5)
     # queries do not attend to each other: asking about one point alone gives the same answer
-    alone = predictive(x, y, [1e10], weights=w)
+    alone = predictive(x, y, [1e10], weights=w, error="raw")
     np.testing.assert_allclose(alone.quantile(0.5), p.quantile(0.5)[1], rtol=1e-5)
+    # a context longer than the network reads: several thinnings, mixed; one view is the first thinning alone
+    from bayescale.pfn.infer import context_views, max_context
+
+    xl = np.geomspace(1e6, 1e8, 3 * max_context(bs.pfn.load(w).cfg))
+    yl = 2.0 + 5.0 * (xl / 1e6) ** -0.3
+    mixed = predictive_many([(xl, yl, [1e9, 1e10])], weights=w, views=4)[0]
+    first = predictive_many([(xl, yl, [1e9, 1e10])], weights=w, views=1, error="raw")[0]
+    assert mixed.n_views == 4 and first.n_views == 1
+    thin = context_views(xl, yl, max_context(bs.pfn.load(w).cfg), 1)[0]
+    np.testing.assert_allclose(first.quantile(0.5), predictive(*thin, [1e9, 1e10], weights=w, error="raw").quantile(0.5),
+                               rtol=1e-9)
+    assert np.all(np.isfinite(mixed.quantile([0.05, 0.5, 0.95]))) and np.all(mixed.median() != first.median())
+    # the default carries the extrapolation error of real curves: wider beyond the context, the same inside
+    xq = [3e6, 1e9, 1e11]
+    default, raw = predictive(x, y, xq, weights=w), predictive(x, y, xq, weights=w, error="raw")
+    assert default.spread is not None and raw.spread is None and "tau" in default.error_note
+    w_def, w_raw = (np.diff(p.quantile([0.25, 0.75]), axis=0)[0] for p in (default, raw))
+    assert np.isclose(w_def[0], w_raw[0], rtol=1e-2) and np.all(w_def[1:] > w_raw[1:])
+    assert "tau" in predict(pd.DataFrame({"x": x, "y": y}), at=xq, weights=w).attrs["extrapolation_error"]
+    with pytest.raises(SettingError, match="error must be"):
+        predictive(x, y, xq, weights=w, error="huge")
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -566,7 +631,7 @@ def test_bundled_recalibration_coverage():
     cov = {}
     for cal in (True, False):
         inside = []
-        for p, (*_, yq) in zip(predictive_many([it[:3] for it in items], calibrated=cal), items):
+        for p, (*_, yq) in zip(predictive_many([it[:3] for it in items], calibrated=cal, error="raw"), items):
             q = p.quantile(np.array([0.25, 0.75, 0.05, 0.95]))
             inside.append(np.stack([(yq >= q[0]) & (yq <= q[1]), (yq >= q[2]) & (yq <= q[3])]))
         cov[cal] = np.concatenate(inside, axis=1).mean(1)
@@ -603,3 +668,55 @@ def test_cli_pfn_train_prior_options(monkeypatch):
     a = parser().parse_args(["pfn", "train"])
     a.func(a)  # defaults: the whole prior, the train() defaults for the shares
     assert seen["families"] is None and "bump_share" not in seen and "wide_noise_share" not in seen
+
+
+def test_bundled_error_model_covers_curves_that_bend_as_it_says():
+    """Simulated check of the default PFN bands: prior curves whose held-out runs bend beyond the context by
+    ``tau b^gamma z``, each tau drawn from the shipped error model's prior for that curve, are covered at nominal
+    rates by the default predictive (which mixes over that same prior), and not by the raw one."""
+    from bayescale.pfn.error import curve_error, default_error_model
+
+    if not bs.pfn.available() or default_error_model() is None:
+        pytest.skip("no bundled PFN weights or error model in this checkout")
+    model = default_error_model()
+    rng = np.random.default_rng(1)
+    d = {k: np.asarray(v) for k, v in sample_prior(40_000_001, 300, 48, split="prefix").items()}
+    items = []
+    for i, (c, t) in enumerate(zip(d["ctx"], d["target"])):
+        if not t.any():
+            continue
+        xc, yc, xq = np.exp(d["t"][i][c]), d["y"][i][c], np.exp(d["t"][i][t])
+        err = curve_error(model, xc, yc)
+        tau = err.quantile(rng.uniform())
+        b = np.maximum(np.log10(xq / xc.max()), 0.0)
+        items.append((xc, yc, xq, d["y"][i][t] * np.exp(tau * b ** err.gamma * rng.standard_normal())))
+    cov = {}
+    for error in ("default", "raw"):
+        inside = []
+        for p, (*_, yq) in zip(predictive_many([it[:3] for it in items], error=error), items):
+            q = p.quantile(np.array([0.25, 0.75, 0.05, 0.95]))
+            inside.append(np.stack([(yq >= q[0]) & (yq <= q[1]), (yq >= q[2]) & (yq <= q[3])]))
+        cov[error] = np.concatenate(inside, axis=1).mean(1)
+    assert abs(cov["default"][0] - 0.5) <= 0.05 and abs(cov["default"][1] - 0.9) <= 0.04
+    # the bend is not noise the raw network expects: its bands are too narrow
+    assert cov["raw"][1] < 0.88 and abs(cov["raw"][1] - 0.9) > abs(cov["default"][1] - 0.9)
+
+
+def test_error_spread_quadrature():
+    from bayescale.error_model import ExtrapolationError
+    from bayescale.pfn.error import N_TAU, N_Z, context_noise, spread
+
+    b = np.array([0.0, 0.5, 2.0])
+    sh, w = spread(ExtrapolationError.fixed(0.1, gamma=1.0), b)
+    assert sh.shape == (N_Z, 3) and np.isclose(w.sum(), 1) and np.all(sh[:, 0] == 0)
+    np.testing.assert_allclose(np.sqrt(w @ sh**2), 0.1 * b, rtol=1e-9)  # the sd of the bend: tau b^gamma
+    grid = np.linspace(np.log(1e-3), np.log(1.0), 50)
+    err = ExtrapolationError(tuple(grid), tuple(np.ones(50) / 50), 0.5, "test")
+    sh, w = spread(err, b)
+    assert sh.shape == (N_TAU * N_Z, 3)
+    assert np.sqrt(w @ sh[:, 2] ** 2) > np.sqrt(w @ sh[:, 1] ** 2) > 0  # grows with the distance
+    # noise from second differences: a smooth curve has none, white noise of sd 0.02 about 0.02
+    x = np.geomspace(1, 1e3, 400)
+    assert context_noise(2 + x**-0.3) < 1e-3
+    noisy = (2 + x**-0.3) * np.exp(0.02 * np.random.default_rng(0).standard_normal(400))
+    assert 0.015 < context_noise(noisy) < 0.025

@@ -60,12 +60,13 @@ class BarDistribution:
         return np.concatenate([np.zeros((len(probs), 1)), np.cumsum(probs, axis=1)], axis=1)
 
     def cdf(self, probs, z) -> np.ndarray:
-        """F(z) for ``probs`` (m, K) and ``z`` broadcastable to (m,)."""
+        """F(z) for ``probs`` (m, K) and ``z`` broadcastable to (..., m)."""
         b, w, k = self.borders, self.widths, self.n_bins
         p = np.asarray(probs, np.float64)
         cum = self.cumulative(p)
-        z = np.broadcast_to(np.asarray(z, float), (len(p),))
-        rows = np.arange(len(p))
+        z = np.asarray(z, float)
+        z = np.broadcast_to(z, np.broadcast_shapes(z.shape, (len(p),)))
+        rows = np.broadcast_to(np.arange(len(p)), z.shape)
         idx = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1)
         inner = cum[rows, idx] + p[rows, idx] * np.clip((z - b[idx]) / w[idx], 0, 1)
         left = p[:, 0] * erfc(np.maximum(b[1] - z, 0) / w[0] / math.sqrt(2))

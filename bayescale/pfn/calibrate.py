@@ -79,8 +79,8 @@ def pit_values(weights=None, n_curves: int = 4096, seed: int = CALIB_SEED, batch
                     x = np.exp(d["t"][j])
                     items.append((x[c], d["y"][j][c], x[tg], d["y"][j][tg]))
             curves[split] += len(items)
-            for p, (_, _, _, yq) in zip(predictive_many([it[:3] for it in items], weights=weights, calibrated=False),
-                                        items):
+            raw = predictive_many([it[:3] for it in items], weights=weights, calibrated=False, error="raw")
+            for p, (_, _, _, yq) in zip(raw, items):
                 u = p.cdf(yq)
                 ext = p.beyond > 0
                 pits["extrapolated"].append(u[ext])

@@ -24,10 +24,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import logsumexp
 
 from bayescale.bands import DEFAULT_LEVELS, check_levels, make_bands_from_quantiles
-from bayescale.errors import RunTableError
+from bayescale.error_model import ErrorModel
+from bayescale.errors import RunTableError, SettingError
 from bayescale.pfn.bar import BarDistribution
+from bayescale.pfn.error import curve_error, default_error_model, spread
 from bayescale.pfn.network import PFNConfig
 from bayescale.pfn.prior import MIN_CONTEXT, RUN_TABLE, normalize
 from bayescale.pfn.weights import PFNWeights, PFNWeightsError, read_weights, weights_path
@@ -37,6 +40,8 @@ __all__ = ["Predictive", "available", "load", "predict", "predictive", "predicti
 
 QUERY_CHUNK = 64  # queries per forward pass (the context is repeated for each chunk)
 CURVE_CHUNK = 64  # rows per compiled call
+DEFAULT_VIEWS = 8  # context views per curve (test-time ensembling, :func:`context_views`); chosen on the real
+# suites' fit splits by `python -m benchmarks.pfn_views` (log density of 1, 2, 4, 8 views)
 CURVE_NOTE = ("the PFN predicts observed runs (noise included) and has no separate mean-curve distribution: "
               "curve_* repeat run_*")
 
@@ -78,9 +83,12 @@ def available(path=None) -> bool:
 class Predictive:
     """Predictive distribution of an observed y at ``m`` query points (one curve), in original y units.
 
-    A full-support bar distribution (:class:`~bayescale.pfn.bar.BarDistribution`) over
-    ``z = (ln y - loc) / scale`` per query, bin probabilities ``probs`` (m, K). ``quantile(q)``: scalar q ->
-    (m,), array -> (len(q), m); ``logpdf(y)``, ``cdf(y)``: (m,) for y of shape (m,) (or broadcastable);
+    An equal mixture over ``V`` views of the context (:func:`context_views`): view v is a full-support bar
+    distribution (:class:`~bayescale.pfn.bar.BarDistribution`) over ``z_v = (ln y - loc_v) / scale_v`` with bin
+    probabilities ``probs[v]`` (m, K), so ``F(y) = mean_v F_v(z_v)`` and
+    ``f(y) = mean_v f_v(z_v) / (scale_v y)``; a mixture's quantiles interpolate its CDF tabulated between the
+    views' own quantiles. ``probs`` (m, K) with scalar ``loc``/``scale`` is one view. ``quantile(q)``: scalar q -> (m,),
+    array -> (len(q), m); ``logpdf(y)``, ``cdf(y)``: (m,) for y of shape (m,) (or broadcastable);
     ``sample(n, seed)`` -> (n, m); ``median()``, ``mean()`` -> (m,).
 
     ``beyond`` (m,): decades of x outside the context's range (0 inside). With ``recalibration`` (a
@@ -88,20 +96,40 @@ class Predictive:
     others its interpolated one; ``calibrated`` says whether a map is applied.
     """
 
-    def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None, recalibration=None):
-        self.probs = np.asarray(probs, np.float64)  # (m, K)
+    GRID = 513  # even points in ln y added to the views' borders where a mixture's CDF is tabulated
+    BLOCK = 32  # queries per vectorised step of the extrapolation error's convolution
+    CORE = 1e-3  # with the extrapolation error, quantiles are tabulated for levels CORE to 1 - CORE
+
+    def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None, recalibration=None,
+                 spread=None, error_note: str = ""):
+        probs = np.asarray(probs, np.float64)
+        self.probs = probs if probs.ndim == 3 else probs[None]  # (V, m, K)
+        self.loc = np.broadcast_to(np.asarray(loc, np.float64).reshape(-1), (len(self.probs),))  # (V,)
+        self.scale = np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (len(self.probs),))
         self.bar = BarDistribution(np.asarray(borders, np.float64))
         self.borders = self.bar.borders  # (K + 1,)
-        self.loc, self.scale = float(loc), float(scale)
         self.x_query = None if x_query is None else np.asarray(x_query, float)
         self.seed = seed
-        self.beyond = None if beyond is None else np.broadcast_to(np.asarray(beyond, float), (len(self.probs),))
+        self.beyond = None if beyond is None else np.broadcast_to(np.asarray(beyond, float), (len(self),))
         self._recal = recalibration
         if recalibration is not None and self.beyond is None:
             raise ValueError("a recalibrated Predictive needs beyond= (which queries lie outside the context)")
         self.calibrated = recalibration is not None
+        self.spread = None
+        if spread is not None:  # (shifts (J, m) in ln y, weights (J,)): the extrapolation error's quadrature
+            shifts, w = np.asarray(spread[0], np.float64), np.asarray(spread[1], np.float64)
+            if shifts.ndim != 2 or shifts.shape != (len(w), len(self)) or not np.all(np.isfinite(shifts)) \
+                    or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
+                raise ValueError("spread must be (shifts (J, m) finite, weights (J,) >= 0 summing to 1)")
+            self.spread = (shifts, w) if np.any(shifts) else None
+        self.error_note = error_note
+        self._table = None
 
     def __len__(self) -> int:
+        return self.probs.shape[1]
+
+    @property
+    def n_views(self) -> int:
         return len(self.probs)
 
     # -- recalibration map R, per query (identity when uncalibrated) -------------------------------------------
@@ -110,12 +138,12 @@ class Predictive:
         return [(kind, mask) for kind, mask in (("extrapolated", ext), ("interpolated", ~ext)) if mask.any()]
 
     def _r(self, p):
-        """R(p) for raw PIT values p (m,)."""
+        """R(p) for raw PIT values p (..., m)."""
         if not self.calibrated:
             return p
         out = np.array(p, float)
         for kind, mask in self._kinds():
-            out[mask] = self._recal.forward(kind, p[mask])
+            out[..., mask] = self._recal.forward(kind, p[..., mask])
         return out
 
     def _r_inv(self, q):
@@ -128,40 +156,120 @@ class Predictive:
         return out
 
     def _log_r_slope(self, p):
-        """ln R'(p) for raw PIT values p (m,)."""
-        out = np.zeros(len(self))
+        """ln R'(p) for raw PIT values p (..., m)."""
+        out = np.zeros(np.shape(p))
         if self.calibrated:
             for kind, mask in self._kinds():
-                out[mask] = self._recal.log_slope(kind, p[mask])
+                out[..., mask] = self._recal.log_slope(kind, p[..., mask])
         return out
 
+    # -- the raw mixture, in ln y -------------------------------------------------------------------------------
+    def _raw_cdf(self, lny) -> np.ndarray:
+        """Raw mixture CDF at ``lny`` (..., m)."""
+        return np.mean([self.bar.cdf(p, (lny - m) / s) for p, m, s in zip(self.probs, self.loc, self.scale)], axis=0)
+
+    def _raw_quantile(self, r) -> np.ndarray:
+        """ln y at raw levels ``r`` (n, m)."""
+        if self.n_views == 1:
+            return self.loc[0] + self.scale[0] * self.bar.quantile(self.probs[0], r)
+        # the mixture's CDF is linear in ln y between the views' bin borders (their half-normal tails aside): tabulate
+        # it at those borders plus an even grid, then interpolate; its quantiles lie between the views' own
+        ends = np.array([r.min(), r.max()])
+        per_view = [m + s * self.bar.quantile(p, ends) for p, m, s in zip(self.probs, self.loc, self.scale)]
+        lo, hi = np.min(per_view), np.max(per_view)
+        knots = (self.loc[:, None] + self.scale[:, None] * self.borders[None, :]).ravel()
+        t = np.unique(np.r_[knots[(knots > lo) & (knots < hi)], np.linspace(lo, hi, self.GRID)])
+        table = self._raw_cdf(t[:, None])  # (G, m), non-decreasing in G
+        return np.stack([np.interp(r[:, j], table[:, j], t) for j in range(r.shape[1])], axis=1)
+
+    def _ln_range(self, r) -> tuple[float, float]:
+        """ln y below and above every view's quantiles at raw levels ``r`` (n, m)."""
+        ends = np.array([r.min(), r.max()])
+        per_view = [m + s * self.bar.quantile(p, ends) for p, m, s in zip(self.probs, self.loc, self.scale)]
+        return float(np.min(per_view)), float(np.max(per_view))
+
+    # -- calibrated, before the extrapolation error, in ln y --------------------------------------------------------
+    def _cal_cdf(self, lny) -> np.ndarray:
+        return self._r(self._raw_cdf(lny))
+
+    def _cal_logpdf(self, lny) -> np.ndarray:
+        """Log density of ln y at ``lny`` (m,)."""
+        with np.errstate(divide="ignore"):
+            per_view = [self.bar.logpdf(np.log(p), (lny - m) / s) - math.log(s)
+                        for p, m, s in zip(self.probs, self.loc, self.scale)]
+        out = logsumexp(per_view, axis=0) - math.log(self.n_views)
+        return out + self._log_r_slope(self._raw_cdf(lny)) if self.calibrated else out
+
+    # -- with the extrapolation error: ln y = (calibrated draw) + shift_j with probability w_j ---------------------
+    def _quantile_ln(self, q) -> np.ndarray:
+        """ln y at levels ``q`` (n,) -> (n, m)."""
+        if self.spread is None:
+            return self._raw_quantile(self._r_inv(q))
+        t, conv = self._error_table()
+        out = np.empty((len(q), len(self)))
+        for j in range(len(self)):
+            out[:, j] = np.interp(q, conv[:, j], t)
+        return out
+
+    def _error_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The CDF with the extrapolation error, ``F_err(t) = sum_j w_j F(t - shift_j)``, on an even grid ``t`` of
+        ln y (G,) -> (G, m); computed once. ``F`` is tabulated on the grid, which spans levels :data:`CORE` to
+        1 - CORE widened by twice the largest shift (quantiles farther out are clamped to its ends), and each shift is
+        a whole number of grid steps plus a fraction, interpolated linearly: a block of queries at a time."""
+        if self._table is None:
+            shifts, w = self.spread
+            reach = 2 * float(np.abs(shifts).max())
+            lo, hi = self._ln_range(self._r_inv(np.array([self.CORE, 1 - self.CORE])))
+            t = np.linspace(lo - reach, hi + reach, 2 * self.GRID)
+            table = self._cal_cdf(t[:, None])  # (G, m)
+            steps = shifts / (t[1] - t[0])
+            whole = np.floor(steps).astype(int)
+            frac = steps - whole  # F(t - s) = (1 - frac) F[g - whole] + frac F[g - whole - 1]
+            g = np.arange(len(t))[None, :, None]
+            conv = np.empty_like(table)
+            for start in range(0, len(self), self.BLOCK):
+                cols = np.arange(start, min(start + self.BLOCK, len(self)))
+                i0 = np.clip(g - whole[:, None, cols], 0, len(t) - 1)  # (J, G, b)
+                i1 = np.maximum(i0 - 1, 0)
+                f = frac[:, None, cols]
+                conv[:, cols] = np.einsum("j,jgb->gb", w, (1 - f) * table[i0, cols] + f * table[i1, cols])
+            self._table = (t, conv)
+        return self._table
+
     # -- in y -------------------------------------------------------------------------------------------------
-    def _to_z(self, y):
-        y = np.asarray(y, float)
+    @staticmethod
+    def _ln(y):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return (np.log(np.where(y > 0, y, np.nan)) - self.loc) / self.scale
+            return np.log(np.where(y > 0, y, np.nan))
 
     def logpdf(self, y) -> np.ndarray:
         """Log density of observed y (original units, Jacobian of y -> z included); -inf for y <= 0."""
         y = np.broadcast_to(np.asarray(y, float), (len(self),))
-        z = np.nan_to_num(self._to_z(y))
-        with np.errstate(divide="ignore"):
-            log_probs = np.log(self.probs)
-        out = self.bar.logpdf(log_probs, z) - math.log(self.scale) - np.log(np.where(y > 0, y, 1.0))
-        if self.calibrated:
-            out = out + self._log_r_slope(self.bar.cdf(self.probs, z))
-        return np.where(y > 0, out, -np.inf)
+        lny = np.nan_to_num(self._ln(y))
+        if self.spread is None:
+            out = self._cal_logpdf(lny)
+        else:
+            shifts, w = self.spread
+            with np.errstate(divide="ignore"):
+                out = logsumexp([np.log(wk) + self._cal_logpdf(lny - sk) for sk, wk in zip(shifts, w) if wk > 0],
+                                axis=0)
+        return np.where(y > 0, out - np.log(np.where(y > 0, y, 1.0)), -np.inf)
 
     def cdf(self, y) -> np.ndarray:
         y = np.broadcast_to(np.asarray(y, float), (len(self),))
-        z = self._to_z(y)
-        return np.where(y > 0, self._r(self.bar.cdf(self.probs, np.nan_to_num(z))), 0.0)
+        lny = np.nan_to_num(self._ln(y), nan=-np.inf)
+        if self.spread is None:
+            out = self._cal_cdf(lny)
+        else:
+            shifts, w = self.spread
+            out = sum(wk * self._cal_cdf(lny - sk) for sk, wk in zip(shifts, w))
+        return np.where(y > 0, out, 0.0)
 
     def quantile(self, q) -> np.ndarray:
         qa = np.asarray(q, float)
         if np.any(~np.isfinite(qa)) or np.any((qa <= 0) | (qa >= 1)):
             raise ValueError(f"quantile levels must lie strictly between 0 and 1, got {q}")
-        out = np.exp(self.loc + self.scale * self.bar.quantile(self.probs, self._r_inv(np.atleast_1d(qa))))
+        out = np.exp(self._quantile_ln(np.atleast_1d(qa)))
         return out[0] if qa.ndim == 0 else out
 
     def median(self) -> np.ndarray:
@@ -172,10 +280,15 @@ class Predictive:
         q = (np.arange(n_grid) + 0.5) / n_grid
         return self.quantile(q).mean(axis=0)
 
+    def moments_ln(self, n_grid: int = 400) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of ln y (m,) each (midpoint rule over quantiles)."""
+        lq = self._quantile_ln((np.arange(n_grid) + 0.5) / n_grid)
+        return lq.mean(axis=0), lq.std(axis=0)
+
     def sample(self, n: int, seed: int | None = None) -> np.ndarray:
         rng = np.random.default_rng(self.seed if seed is None else seed)
         u = rng.uniform(1e-12, 1 - 1e-12, size=int(n))
-        return np.exp(self.loc + self.scale * self.bar.quantile(self.probs, self._r_inv(u)))
+        return np.exp(self._quantile_ln(u))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -206,45 +319,78 @@ def max_context(cfg: PFNConfig) -> int:
     return max(cfg.n_points - 8, MIN_CONTEXT)
 
 
-def _thin(x, y, k):
-    """At most ``k`` context points, evenly spaced in rank of x (the first and last always kept)."""
+def context_views(x, y, k: int, n_views: int = 1) -> list:
+    """Up to ``n_views`` subsets ``(x, y)`` of a context, each of at most ``k`` points, sorted by x.
+
+    A context of ``k`` points or fewer is one view, itself. A longer one is thinned to ``k`` points evenly spaced in
+    rank of x, keeping the first and the last run; view ``v`` shifts the interior points by ``(v + 1/2) / n_views - 1/2``
+    of their spacing, so together the views see every run when the spacing is at most about ``n_views + 1`` runs.
+    Identical views are dropped.
+    """
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
-    if len(x) <= k:
-        return x, y
-    keep = np.unique(np.round(np.linspace(0, len(x) - 1, k)).astype(int))
-    return x[keep], y[keep]
+    n = len(x)
+    if n <= k:
+        return [(x, y)]
+    step = (n - 1) / (k - 1)
+    views, seen = [], set()
+    for v in range(max(int(n_views), 1)):
+        shift = ((v + 0.5) / n_views - 0.5) * step  # offsets centred on the plain thinning (v = 0 of one view)
+        inner = np.clip(np.round(np.linspace(0, n - 1, k)[1:-1] + shift), 1, n - 2).astype(int)
+        keep = np.unique(np.r_[0, inner, n - 1])
+        if keep.tobytes() not in seen:
+            seen.add(keep.tobytes())
+            views.append((x[keep], y[keep]))
+    return views
 
 
-def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True) -> list[Predictive]:
+def _error_model(error):
+    """The :class:`~bayescale.error_model.ErrorModel` behind ``error``: "default" (the shipped one), "raw" or None
+    (no extrapolation error), or a model."""
+    if isinstance(error, ErrorModel):
+        return error
+    if error is None or (isinstance(error, str) and error == "raw"):
+        return None
+    if isinstance(error, str) and error == "default":
+        return default_error_model()
+    raise SettingError(f"error must be 'default', 'raw' or an ErrorModel, got {error!r}")
+
+
+def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True,
+                    views: int = DEFAULT_VIEWS, error="default") -> list[Predictive]:
     """One :class:`Predictive` per ``(x_ctx, y_ctx, x_query)`` in ``curves``, all in a few batched calls.
 
     A curve with more context points than the network was trained on (:func:`max_context`, 40 for ``small``) is
-    thinned to that many, evenly spaced in rank of x, keeping the first and the last run. ``calibrated``: apply the
-    weights' recalibration map (when their JSON has one); ``False``: the raw network's predictive.
+    thinned to that many, evenly spaced in rank of x, keeping the first and the last run; with ``views`` > 1 the
+    network sees up to that many such thinnings (:func:`context_views`) and the predictive is their equal mixture
+    (test-time ensembling), so no run is thrown away. ``calibrated``: apply the weights' recalibration map (when
+    their JSON has one); ``False``: the raw network's predictive. ``error``: the extrapolation error real curves
+    show beyond the context (:mod:`bayescale.pfn.error`; ``"default"``: the shipped model, ``"raw"``: none).
     """
+    model = _error_model(error)
     L = load(weights)
     curves = [_check_curve(i if len(curves) > 1 else None, *c) for i, c in enumerate(curves)]
-    k_max = max_context(L.cfg)
-    curves = [(*_thin(xc, yc, k_max), xq) for xc, yc, xq in curves]
     if not curves:
         return []
-    n_ctx_max = max(len(c[0]) for c in curves)
+    k_max = max_context(L.cfg)
+    curve_views = [context_views(xc, yc, k_max, views) for xc, yc, _ in curves]
+    n_ctx_max = max(len(v[0]) for cv in curve_views for v in cv)
     n_tok = n_ctx_max + QUERY_CHUNK
     n_tok = int(math.ceil(n_tok / 16) * 16)
     rows_t, rows_y, rows_c, index = [], [], [], []
-    for ci, (xc, yc, xq) in enumerate(curves):
-        for start in range(0, len(xq), QUERY_CHUNK):
-            chunk = xq[start:start + QUERY_CHUNK]
-            t = np.zeros(n_tok)
-            y = np.ones(n_tok)
-            c = np.zeros(n_tok, bool)
-            t[:len(xc)], y[:len(xc)], c[:len(xc)] = np.log(xc), yc, True
-            t[len(xc):len(xc) + len(chunk)] = np.log(chunk)
-            # padding tokens repeat the first query (masked out of attention keys, ignored on output)
-            t[len(xc) + len(chunk):] = np.log(chunk[0])
-            rows_t.append(t), rows_y.append(y), rows_c.append(c)
-            index.append((ci, len(xc), len(chunk)))
+    for ci, ((_, _, xq), cv) in enumerate(zip(curves, curve_views)):
+        for vi, (xc, yc) in enumerate(cv):
+            for start in range(0, len(xq), QUERY_CHUNK):
+                chunk = xq[start:start + QUERY_CHUNK]
+                t = np.zeros(n_tok)
+                y = np.ones(n_tok)
+                c = np.zeros(n_tok, bool)
+                t[:len(xc)], y[:len(xc)], c[:len(xc)] = np.log(xc), yc, True
+                t[len(xc):len(xc) + len(chunk)] = np.log(chunk)
+                # padding tokens repeat the first query (masked out of attention keys, ignored on output)
+                t[len(xc) + len(chunk):] = np.log(chunk[0])
+                rows_t.append(t), rows_y.append(y), rows_c.append(c)
+                index.append((ci, vi, len(xc), len(chunk)))
     T, Y, C = np.stack(rows_t), np.stack(rows_y), np.stack(rows_c)
     u, z, (t0, tspan, m, s) = normalize(T, Y, C, xp=np)
     probs = np.empty((len(T), n_tok, L.cfg.n_bins))
@@ -264,20 +410,30 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
         pr /= pr.sum(-1, keepdims=True)
         stop = min(start + CURVE_CHUNK, len(T))
         probs[start:stop] = pr[:stop - start]
-    out_probs = [[] for _ in curves]
-    stats = [None] * len(curves)
-    for r, (ci, nc, nq) in enumerate(index):
-        out_probs[ci].append(probs[r, nc:nc + nq])
-        stats[ci] = (float(m[r, 0]), float(s[r, 0]))
+    out_probs = [[[] for _ in cv] for cv in curve_views]
+    stats = [[None] * len(cv) for cv in curve_views]
+    for r, (ci, vi, nc, nq) in enumerate(index):
+        out_probs[ci][vi].append(probs[r, nc:nc + nq])
+        stats[ci][vi] = (float(m[r, 0]), float(s[r, 0]))
     recal = L.recal if calibrated else None
-    return [Predictive(np.concatenate(out_probs[i]), L.borders, stats[i][0], stats[i][1], x_query=xq, seed=seed,
-                       beyond=outside(np.log(xq), np.log(xc.min()), np.log(xc.max()), scale="log"),
-                       recalibration=recal) for i, (xc, _, xq) in enumerate(curves)]
+    out = []
+    for i, ((xc, yc, xq), cv) in enumerate(zip(curves, curve_views)):
+        loc, scale = np.array(stats[i]).T
+        beyond = outside(np.log(xq), np.log(xc.min()), np.log(xc.max()), scale="log")
+        err = None if model is None else curve_error(model, xc, yc)
+        out.append(Predictive(np.stack([np.concatenate(p) for p in out_probs[i]]), L.borders, loc, scale,
+                              x_query=xq, seed=seed, recalibration=recal, beyond=beyond,
+                              spread=None if err is None else spread(err, beyond),
+                              error_note="none (raw)" if err is None else err.describe()))
+    return out
 
 
-def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None, calibrated: bool = True) -> Predictive:
-    """Predictive distribution of observed y at ``x_query`` given context runs ``(x_ctx, y_ctx)``."""
-    return predictive_many([(x_ctx, y_ctx, x_query)], seed=seed, weights=weights, calibrated=calibrated)[0]
+def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None, calibrated: bool = True,
+               views: int = DEFAULT_VIEWS, error="default") -> Predictive:
+    """Predictive distribution of observed y at ``x_query`` given context runs ``(x_ctx, y_ctx)`` (the arguments
+    of :func:`predictive_many`)."""
+    return predictive_many([(x_ctx, y_ctx, x_query)], seed=seed, weights=weights, calibrated=calibrated,
+                           views=views, error=error)[0]
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -301,13 +457,15 @@ def _check_one_curve(cur, frame_q, x: str, g, group) -> None:
 
 
 def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, group: str | None = None,
-            seed: int = 0, weights=None, calibrated: bool = True):
+            seed: int = 0, weights=None, calibrated: bool = True, views: int = DEFAULT_VIEWS, error="default"):
     """PFN posterior predictive bands for new runs at ``at``, from the runs in ``runs`` (one input x).
 
     Same :class:`bayescale.Bands` as a NUTS fit (``method="pfn"``): ``run_*`` are the predictive of an observed
     run; ``curve_*`` repeat them (see the ``curve_note`` attribute); ``extrapolation``/``beyond`` measure the
     distance outside the runs' x range in decades. With ``group=``, a dict group -> Bands (one batched call).
-    ``calibrated=False``: the raw network's predictive, without the recalibration map.
+    ``calibrated=False``: the raw network's predictive, without the recalibration map; ``views``: thinnings of a
+    long context to mix; ``error``: the extrapolation error of real curves, ``"raw"`` for none
+    (:func:`predictive_many`).
     """
     if at is None:
         raise RunTableError("pass at= (the x values to predict), e.g. at=[1e9, 1e10] or at='x=1e9;1e10'")
@@ -324,7 +482,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
         _check_one_curve(cur, frame_q, x, g, group)
         curves.append((cur["x"].to_numpy(), cur["y"].to_numpy(), frame_q["x"].to_numpy()))
         scales.append(scales_for(RUN_TABLE, cur))
-    preds = predictive_many(curves, seed=seed, weights=weights, calibrated=calibrated)
+    preds = predictive_many(curves, seed=seed, weights=weights, calibrated=calibrated, views=views, error=error)
     qs = [(1 - lv) / 2 for lv in levels] + [(1 + lv) / 2 for lv in levels]
     info = load(weights).info
     out = {}
@@ -338,6 +496,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
         how = "recalibrated" if pr.calibrated else "raw network"
         bands.data.attrs["pfn_weights"] = (f"{info.get('config_name', '?')} step {info.get('step', '?')} sha256 "
                                            f"{info['sha256'][:12]}, {how}")
+        bands.data.attrs["extrapolation_error"] = pr.error_note
         if g is not None:
             bands.data.attrs["group"] = str(g)
         out[g] = bands

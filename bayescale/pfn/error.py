@@ -1,0 +1,83 @@
+"""The PFN's extrapolation error on real curves: the corpus error model of :mod:`bayescale.error_model`, for the PFN.
+
+The network is calibrated on curves of its synthetic prior; real curves stray further from what it predicts the
+further it extrapolates. As for a fitted law, that error is a bend of the curve beyond the context::
+
+    ln y = ln y_PFN + tau b^gamma z,   z ~ Normal(0, 1),   b = decades of x beyond the context (0 inside)
+
+with ``tau`` drawn from an :class:`~bayescale.error_model.ErrorModel` learned on the PFN's own held-out errors on
+real curves (family ``"pfn"``; ``ln tau`` may depend on the decades the context spans and on its noise,
+:func:`context_noise`). The predictive's marginal at each query is then a mixture over ``tau`` and ``z``
+(:func:`spread`, a product quadrature), which :class:`bayescale.pfn.infer.Predictive` applies.
+
+The shipped model (``error_model.json`` beside this module) was learned by ``python -m benchmarks.pfn_error --ship``
+on the *fit splits* of the one-input public suites only (revisiting's four domains, ColPret, datablations,
+multipower; each split cut into an earlier context and later targets), never on their held-out runs; that benchmark
+scores it leave-one-domain-out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from bayescale.error_model import ErrorModel, ExtrapolationError
+
+__all__ = ["FAMILY", "context_noise", "curve_error", "default_error_model", "held_out_errors", "spread"]
+
+FAMILY = "pfn"
+N_TAU, N_Z = 5, 8  # quadrature nodes over tau (equal-probability midpoints) and over z (Gauss-Hermite)
+
+
+def context_noise(y) -> float:
+    """Run-to-run noise of ``ln y`` in a context sorted by x (ln units), model-free: the median absolute second
+    difference of ``ln y`` scaled to a standard deviation (``1.4826 median|d2| / sqrt(6)``); NaN below 3 runs."""
+    ly = np.log(np.asarray(y, float))
+    if len(ly) < 3:
+        return float("nan")
+    return float(1.4826 * np.median(np.abs(np.diff(ly, 2))) / math.sqrt(6.0))
+
+
+def curve_error(model: ErrorModel, x_ctx, y_ctx) -> ExtrapolationError:
+    """The corpus prior of one curve's ``tau`` (its context's span in decades and its noise)."""
+    order = np.argsort(x_ctx, kind="stable")
+    x, y = np.asarray(x_ctx, float)[order], np.asarray(y_ctx, float)[order]
+    span = math.log10(x[-1] / x[0]) if x[0] > 0 else float("nan")
+    return model.posterior(FAMILY, span, context_noise(y), method="PFN")
+
+
+def spread(error: ExtrapolationError, beyond) -> tuple[np.ndarray, np.ndarray]:
+    """Quadrature of the error ``tau b^gamma z`` at queries ``beyond`` (m,) decades out: shifts of ln y (J, m) and
+    weights (J,), J = :data:`N_TAU` x :data:`N_Z` (``N_Z`` for a fixed tau)."""
+    b = np.asarray(beyond, float) ** error.gamma
+    if error.point is not None:
+        taus = np.array([error.point])
+    else:
+        taus = error.quantile((np.arange(N_TAU) + 0.5) / N_TAU)
+    z, wz = np.polynomial.hermite_e.hermegauss(N_Z)
+    wz = wz / wz.sum()
+    shifts = (taus[:, None, None] * z[None, :, None] * b[None, None, :]).reshape(-1, len(b))
+    return shifts, np.repeat(wz[None, :] / len(taus), len(taus), axis=0).reshape(-1)
+
+
+def held_out_errors(pred, y, beyond=None) -> pd.DataFrame:
+    """Errors of a predictive at held-out runs ``y``: ``r`` (ln y minus the predicted mean of ln y), ``s`` (its sd)
+    and ``beyond`` (decades), the rows :func:`bayescale.error_model.learn` reads."""
+    m, s = pred.moments_ln()
+    return pd.DataFrame({"r": np.log(np.asarray(y, float)) - m, "s": s,
+                         "beyond": pred.beyond if beyond is None else beyond})
+
+
+@lru_cache(maxsize=1)
+def default_error_model() -> ErrorModel | None:
+    """The shipped PFN error model (None if this installation has none)."""
+    try:
+        with resources.files("bayescale.pfn").joinpath("error_model.json").open() as fh:
+            return ErrorModel.from_dict(json.load(fh))
+    except FileNotFoundError:
+        return None
