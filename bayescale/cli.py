@@ -260,7 +260,8 @@ def _predict_pfn(args) -> int:
     if not args.x:
         raise BayescaleError("--method pfn needs --x <column> (the one input) and --y <column>")
     res = pfn_predict(args.fit, x=args.x, y=args.y, at=args.at, levels=_levels(args.levels), group=args.group,
-                      seed=args.seed or 0, weights=args.weights, calibrated=not args.raw)
+                      seed=args.seed or 0, weights=args.weights, calibrated=not args.raw,
+                      error="raw" if args.raw else "default")
     res = res if isinstance(res, dict) else {None: res}
     if args.out:
         for g, b in res.items():
@@ -571,8 +572,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--group", help="(--method pfn) column naming curves: one set of bands per curve")
     p.add_argument("--weights", help="(--method pfn) a .npz written by `bayescale pfn train` (default: the bundled one)")
     p.add_argument("--raw", action="store_true", help="the raw posterior, without the extrapolation error learned "
-                   "from real curves (nuts), or the raw network's predictive, not recalibrated (pfn); bands beyond "
-                   "the runs are then too narrow")
+                   "from real curves (nuts), or the raw network's predictive, neither recalibrated nor with that "
+                   "error (pfn); bands beyond the runs are then too narrow")
     p.add_argument("--at", required=True, help=f"query points: {POINTS_HELP}; e.g. \"N=70B,D=1.4T\" or "
                    "\"N=70B,D=1.4T;N=35B,D=2.8T\" (two points)")
     p.add_argument("--local", metavar="TAU", help="refit the law locally around the query points: each fitted run "

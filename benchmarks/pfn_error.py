@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from benchmarks._common import Table, command_line, load_json, machine_info, output_args, publish, save_json, shown
-from benchmarks.pfn_views import LEVELS, curves, selection_task
+from benchmarks.pfn_views import LEVELS, curves, selection_task, summarize
+from benchmarks.pfn_views import score as score_curves
 
 COVERAGE = (0.5, 0.8, 0.9, 0.95)
 SHIP_PATH = Path(__file__).resolve().parents[1] / "bayescale" / "pfn" / "error_model.json"
@@ -71,25 +72,11 @@ def corpus(data: dict) -> pd.DataFrame:
 
 
 def score(cs: list, error) -> dict:
-    """Mean over curves of coverage, MSCE, log density of ln y and RMSLE on their held-out runs."""
-    from bayescale.pfn import predictive_many
+    """:func:`benchmarks.pfn_views.summarize` of the PFN (default views) on the curves' held-out runs."""
+    from bayescale.pfn.infer import DEFAULT_VIEWS
 
-    use = [c for c in cs if len(c["held"]) and c["fit"]["x"].nunique() >= 3]
-    preds = predictive_many([(c["fit"]["x"].to_numpy(float), c["fit"]["y"].to_numpy(float),
-                              c["held"]["x"].to_numpy(float)) for c in use], error=error)
-    per = []
-    for c, p in zip(use, preds):
-        y = c["held"]["y"].to_numpy(float)
-        lv = np.array(LEVELS)
-        q = p.quantile(np.r_[0.5, (1 - lv) / 2, (1 + lv) / 2])
-        med, lo, hi = q[0], q[1:1 + len(lv)], q[1 + len(lv):]
-        cov = ((lo <= y) & (y <= hi)).mean(axis=1)
-        per.append({"rmsle": float(np.sqrt(np.mean(np.log(med / y) ** 2))), "ll": float(np.mean(p.logpdf(y) + np.log(y))),
-                    **{f"cov{round(v * 100)}": float(cv) for v, cv in zip(LEVELS, cov)}})
-    out = {"curves": len(per), **{k: float(np.mean([r[k] for r in per])) for k in per[0]}}
-    out["msce"] = float(np.mean([(out[f"cov{round(v * 100)}"] - v) ** 2 for v in LEVELS]))
-    out["ll_se"] = float(np.std([r["ll"] for r in per], ddof=1) / math.sqrt(len(per))) if len(per) > 1 else float("nan")
-    return out
+    pairs = [(c["fit"], c["held"]) for c in cs if len(c["held"]) and c["fit"]["x"].nunique() >= 3]
+    return summarize(score_curves(pairs, DEFAULT_VIEWS, error))
 
 
 def run() -> dict:

@@ -72,12 +72,13 @@ def selection_task(fit: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | Non
     return ctx, _thin_targets(tgt)
 
 
-def score(pairs: list, views: int) -> list[dict]:
-    """Per curve: RMSLE, log density of ln y, coverage at each level, for ``(context, targets)`` pairs."""
+def score(pairs: list, views: int, error="raw") -> list[dict]:
+    """Per curve: RMSLE, log density of ln y, coverage at each level, for ``(context, targets)`` pairs (the PFN with
+    ``views`` and ``error``)."""
     from bayescale.pfn import predictive_many
 
     preds = predictive_many([(c["x"].to_numpy(float), c["y"].to_numpy(float), t["x"].to_numpy(float))
-                             for c, t in pairs], views=views, error="raw")
+                             for c, t in pairs], views=views, error=error)
     out = []
     for p, (_, t) in zip(preds, pairs):
         y = t["y"].to_numpy(float)
@@ -95,7 +96,7 @@ def summarize(rows: list[dict]) -> dict:
     cov = {lv: float(np.mean([r[f"cov{round(lv * 100)}"] for r in rows])) for lv in LEVELS}
     return {"curves": len(rows), "rmsle": float(np.mean([r["rmsle"] for r in rows])),
             "rmsle_se": se([r["rmsle"] for r in rows]), "ll": float(np.mean([r["ll"] for r in rows])),
-            "ll_se": se([r["ll"] for r in rows]), "cov50": cov[0.5], "cov90": cov[0.9],
+            "ll_se": se([r["ll"] for r in rows]), **{f"cov{round(lv * 100)}": c for lv, c in cov.items()},
             "msce": float(np.mean([(cov[lv] - lv) ** 2 for lv in LEVELS])),
             "mean_views": float(np.mean([r["views"] for r in rows]))}
 

@@ -597,6 +597,12 @@ def test_cli_predict_pfn(tiny, tmp_path, capsys):
                  "--at", "n=1e9;1e10", "--weights", w, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"a", "b"} and len(out["a"]["points"]) == 2
+    assert "tau" in out["a"]["attrs"]["extrapolation_error"]
+    # --raw: the network alone (no recalibration, no extrapolation error)
+    assert main(["predict", "--method", "pfn", str(path), "--x", "n", "--y", "loss", "--group", "curve",
+                 "--at", "n=1e9;1e10", "--weights", w, "--json", "--raw"]) == 0
+    raw = json.loads(capsys.readouterr().out)
+    assert raw["a"]["attrs"]["extrapolation_error"] == "none (raw)"
     assert main(["predict", "--method", "pfn", str(path), "--x", "n", "--y", "loss", "--at", "n=1e9",
                  "--weights", str(tmp_path / "missing.npz")]) == 2
     assert "PFN weights not found" in capsys.readouterr().err

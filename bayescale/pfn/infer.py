@@ -8,7 +8,9 @@ in float32; the bar distribution (probabilities, CDF, quantiles, Jacobian) is ev
 By default the predictive is recalibrated (:mod:`bayescale.pfn.recalibration`, Kuleshov et al. 2018): with ``F`` the
 network's CDF and ``R`` a monotone map fitted on held-out prior draws (one for queries beyond the context's x range,
 one for those inside it), ``cdf = R(F)``, ``quantile(q) = F^{-1}(R^{-1}(q))``, ``logpdf = ln R'(F) + logpdf_F``.
-``calibrated=False`` gives the raw network's predictive.
+``calibrated=False`` gives the raw network's predictive. A context longer than the network reads is seen in several
+thinnings whose predictives are mixed (:func:`context_views`), and beyond the context the predictive carries the
+extrapolation error real curves show (:mod:`bayescale.pfn.error`; ``error="raw"``: none).
 
 Nothing is downloaded: weights are read from ``bayescale/pfn/weights/`` (or a path given), and their sha256 is
 checked against the JSON beside them before use (:mod:`bayescale.pfn.weights`).
@@ -93,7 +95,9 @@ class Predictive:
 
     ``beyond`` (m,): decades of x outside the context's range (0 inside). With ``recalibration`` (a
     :class:`~bayescale.pfn.recalibration.Recalibration`), queries with ``beyond > 0`` take its extrapolated map, the
-    others its interpolated one; ``calibrated`` says whether a map is applied.
+    others its interpolated one; ``calibrated`` says whether a map is applied. With ``spread`` (shifts (J, m) of
+    ln y and weights (J,), :func:`bayescale.pfn.error.spread`), ln y is a draw of that calibrated predictive plus
+    shift j with probability w_j: the extrapolation error of real curves (``error_note`` says which).
     """
 
     GRID = 513  # even points in ln y added to the views' borders where a mixture's CDF is tabulated
