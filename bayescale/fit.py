@@ -716,8 +716,9 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     Curves are padded to a common length, so one compiled program serves them all, and sampled ``batch_size`` at a
     time (vmapped), each with its own step size and mass matrix. A vectorised NUTS step costs as much as the longest
     trajectory in the batch, and on a CPU the arithmetic of a few lanes already fills the cores: there batches of
-    one curve (its chains vectorised) were fastest (``benchmarks/batching.py``), so that is the CPU default; on a
-    GPU the default is all curves at once. Each curve's random key depends on ``seed`` and its position only.
+    one curve, its chains run one after another on each device, were fastest (``benchmarks/batching.py``,
+    ``benchmarks/speed.py``), so that is the CPU default; on a GPU the default is all curves at once. Each curve's
+    random key depends on ``seed`` and its position only.
 
     Past one machine, ``executor`` ships the batches to workers and gathers the draws; diagnostics, the refits of
     flagged curves (also on the workers) and the result are the local run's, draw for draw. Point it at a cluster

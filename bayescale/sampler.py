@@ -286,8 +286,9 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
         key = jax.random.split(key, jax.tree.leaves(data)[0].shape[0])
     try:
         # on CPUs each curve's chains run one after another on each device: no batched NUTS loop to trace (seconds
-        # of a first fit) and no chain waiting in lock step for the longest trajectory (fit_many of 12 IC curves
-        # 24 -> 15 s); accelerators, and joint batches (one trajectory per chain already), stay vectorised
+        # of a first fit) and no chain waiting in lock step for the longest trajectory (fit_many of the 72 IC curves
+        # 264 -> 163 s, benchmarks/speed.py); accelerators, and joint batches (one trajectory per chain), stay
+        # vectorised
         out = _run(model, settings, dense, batched, bool(progress), chain_devices(settings.num_chains), key, data,
                    joint=bool(joint and batched), sequential=not (joint and batched) and jax.default_backend() == "cpu")
         out = jax.tree.map(np.asarray, out)

@@ -141,9 +141,9 @@ def tables(out):
                 rows.append([split, s, f"{v}{mark}", m["curves"], f"{m['mean_views']:.1f}",
                              f"{m['rmsle']:.4f} ± {m['rmsle_se']:.4f}", f"{m['ll']:.3f} ± {m['ll_se']:.3f}",
                              f"{m['cov50']:.2f}", f"{m['cov90']:.2f}", f"{m['msce']:.4f}"])
-    source = (f"shipped PFN weights, recalibrated predictive without the extrapolation error; selection: each fit split cut at its {CUT:.0%} quantile "
-              f"of ln x (targets thinned to {MAX_TGT}), views chosen by suite-averaged log density there "
-              f"({res['chosen']}); test: the suites' own held-out runs; {shown(path)}")
+    source = (f"shipped PFN weights, recalibrated predictive without the extrapolation error; selection: each fit "
+              f"split cut at its {CUT:.0%} quantile of ln x (targets thinned to {MAX_TGT}), views chosen by "
+              f"suite-averaged log density there ({res['chosen']}); test: the suites' own held-out runs; {shown(path)}")
     return [Table("pfn_views", res["machine"]["command"], source, head, rows)]
 
 

@@ -327,9 +327,9 @@ def context_views(x, y, k: int, n_views: int = 1) -> list:
     """Up to ``n_views`` subsets ``(x, y)`` of a context, each of at most ``k`` points, sorted by x.
 
     A context of ``k`` points or fewer is one view, itself. A longer one is thinned to ``k`` points evenly spaced in
-    rank of x, keeping the first and the last run; view ``v`` shifts the interior points by ``(v + 1/2) / n_views - 1/2``
-    of their spacing, so together the views see every run when the spacing is at most about ``n_views + 1`` runs.
-    Identical views are dropped.
+    rank of x, keeping the first and the last run; view ``v`` shifts the interior points by
+    ``(v + 1/2) / n_views - 1/2`` of their spacing, so together the views see every run when the spacing is at most
+    about ``n_views + 1`` runs. Identical views are dropped.
     """
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
