@@ -122,6 +122,15 @@ def publish(tables, args) -> None:
         print(f"tables {', '.join(names)} -> {md}")
 
 
+def thin_log(d: pd.DataFrame, col: str, k: int) -> pd.DataFrame:
+    """At most ``k`` rows of ``d``, the nearest to ``k`` points evenly spaced in ln ``col`` (index reset)."""
+    if len(d) <= k:
+        return d.reset_index(drop=True)
+    x = np.log(d[col].to_numpy(float))
+    idx = np.unique(np.abs(x[None, :] - np.linspace(x.min(), x.max(), k)[:, None]).argmin(axis=1))
+    return d.iloc[idx].reset_index(drop=True)
+
+
 # -- tables ---------------------------------------------------------------------------------------------------
 TABLE_START, TABLE_END = "<!-- table: {} -->", "<!-- /table -->"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import RESULTS, output_args, publish, save_json
+from benchmarks._common import RESULTS, output_args, publish, save_json, thin_log
 
 CACHE = RESULTS / "cache" / "honest"
 SUITES = ("revisiting", "colpret", "chinchilla", "gadre", "datablations", "multipower")
@@ -43,15 +43,6 @@ COLPRET_EVERY = 8
 MAX_CTX, MAX_TGT = 40, 20  # long curves thinned (log-spaced) to this many fit / target points
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 COMMAND = "python -m benchmarks.honest_bands --stage score"
-
-
-def _thin(d: pd.DataFrame, col: str, k: int) -> pd.DataFrame:
-    if len(d) <= k:
-        return d.reset_index(drop=True)
-    x = np.log(d[col].to_numpy(float))
-    want = np.linspace(x.min(), x.max(), k)
-    idx = np.unique(np.abs(x[None, :] - want[:, None]).argmin(axis=1))
-    return d.iloc[idx].reset_index(drop=True)
 
 
 def tasks(suite: str, per_domain: int = 20) -> list[dict]:
@@ -75,8 +66,9 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
             if i % COLPRET_EVERY:
                 continue
             d = d.sort_values("x")
-            out.append(dict(domain="ColPret", curve=str(c), law="M4", ctx=_thin(d[d.context][["x", "y"]], "x", MAX_CTX),
-                            tgt=_thin(d[~d.context][["x", "y"]], "x", MAX_TGT)))
+            out.append(dict(domain="ColPret", curve=str(c), law="M4",
+                            ctx=thin_log(d[d.context][["x", "y"]], "x", MAX_CTX),
+                            tgt=thin_log(d[~d.context][["x", "y"]], "x", MAX_TGT)))
     elif suite == "chinchilla":
         r = bs.datasets.chinchilla().rename(columns={"loss": "y"})
         cols = ["N", "D", "y"]
@@ -95,8 +87,8 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
              else bs.datasets.multipower().rename(columns={"step": "x", "loss": "y"}))
         for c, d in r.groupby("curve", sort=True):
             fit = d["x"] <= d["x"].max() / 2
-            out.append(dict(domain=suite, curve=c, law="M4", ctx=_thin(d[fit][["x", "y"]], "x", MAX_CTX),
-                            tgt=_thin(d[~fit][["x", "y"]], "x", MAX_TGT)))
+            out.append(dict(domain=suite, curve=c, law="M4", ctx=thin_log(d[fit][["x", "y"]], "x", MAX_CTX),
+                            tgt=thin_log(d[~fit][["x", "y"]], "x", MAX_TGT)))
     else:
         raise SystemExit(f"unknown suite {suite!r}; choose one of {', '.join(SUITES)}")
     for t in out:

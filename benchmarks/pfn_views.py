@@ -27,20 +27,13 @@ import time
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import Table, command_line, load_json, machine_info, output_args, publish, save_json, shown
+from benchmarks._common import (Table, command_line, load_json, machine_info, output_args, publish, save_json, shown,
+                                thin_log)
 
 SUITES = ("revisiting", "colpret", "datablations", "multipower")
 CUT = 0.7  # quantile of a fit split's ln x below which its runs are the selection context
 MAX_TGT = 20
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
-
-
-def _thin_targets(d: pd.DataFrame, k: int = MAX_TGT) -> pd.DataFrame:
-    if len(d) <= k:
-        return d
-    x = np.log(d["x"].to_numpy(float))
-    idx = np.unique(np.abs(x[None, :] - np.linspace(x.min(), x.max(), k)[:, None]).argmin(axis=1))
-    return d.iloc[idx]
 
 
 def curves(suite: str) -> list[dict]:
@@ -57,7 +50,8 @@ def curves(suite: str) -> list[dict]:
         r = (bs.datasets.datablations().rename(columns={"tokens": "x", "loss": "y"}) if suite == "datablations"
              else bs.datasets.multipower().rename(columns={"step": "x", "loss": "y"}))
         parts = [(str(c), d[d.x <= d.x.max() / 2], d[d.x > d.x.max() / 2]) for c, d in r.groupby("curve", sort=True)]
-    return [dict(curve=c, fit=f.sort_values("x")[["x", "y"]], held=_thin_targets(h.sort_values("x")[["x", "y"]]))
+    return [dict(curve=c, fit=f.sort_values("x")[["x", "y"]],
+                 held=thin_log(h.sort_values("x")[["x", "y"]], "x", MAX_TGT))
             for c, f, h in parts]
 
 
@@ -69,7 +63,7 @@ def selection_task(fit: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | Non
     ctx, tgt = fit[lx <= np.quantile(lx, CUT)], fit[lx > np.quantile(lx, CUT)]
     if ctx["x"].nunique() < MIN_CONTEXT or len(tgt) == 0:
         return None
-    return ctx, _thin_targets(tgt)
+    return ctx, thin_log(tgt, "x", MAX_TGT)
 
 
 def score(pairs: list, views: int, error="raw") -> list[dict]:

@@ -178,9 +178,7 @@ class Predictive:
             return self.loc[0] + self.scale[0] * self.bar.quantile(self.probs[0], r)
         # the mixture's CDF is linear in ln y between the views' bin borders (their half-normal tails aside): tabulate
         # it at those borders plus an even grid, then interpolate; its quantiles lie between the views' own
-        ends = np.array([r.min(), r.max()])
-        per_view = [m + s * self.bar.quantile(p, ends) for p, m, s in zip(self.probs, self.loc, self.scale)]
-        lo, hi = np.min(per_view), np.max(per_view)
+        lo, hi = self._ln_range(r)
         knots = (self.loc[:, None] + self.scale[:, None] * self.borders[None, :]).ravel()
         t = np.unique(np.r_[knots[(knots > lo) & (knots < hi)], np.linspace(lo, hi, self.GRID)])
         table = self._raw_cdf(t[:, None])  # (G, m), non-decreasing in G
