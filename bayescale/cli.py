@@ -19,6 +19,7 @@ import pandas as pd
 
 import bayescale as bs
 from bayescale.errors import BayescaleError, FitFileError
+from bayescale.noise import LIKELIHOODS
 from bayescale.runs import parse_size, read_runs
 
 POINTS_HELP = ("one point per ';'-separated row, each row name=value,... (the law's inputs or the fitted columns) "
@@ -538,7 +539,7 @@ def _add_fit_args(p, saved_fit: bool = False):
     p.add_argument("--se", help="column with the standard error of y")
     p.add_argument("--lower", help="column with the lower bound of a 95%% interval of y")
     p.add_argument("--upper", help="column with the upper bound of a 95%% interval of y")
-    p.add_argument("--likelihood", default="lognormal", choices=["lognormal", "normal", "studentt", "beta"])
+    p.add_argument("--likelihood", default="lognormal", choices=list(LIKELIHOODS))
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--samples", type=int, default=1000)

@@ -6,6 +6,7 @@ model (:mod:`bayescale.model`) and by every NumPy consumer of posterior draws (:
 - ``"lognormal"`` (default): multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a relative error;
 - ``"normal"``: ``y ~ Normal(mu, s)`` (y units);
 - ``"studentt"``: ``y ~ StudentT(df, mu, s)``, robust to outlying runs (``df`` default 4);
+- ``"logstudentt"``: ``ln y ~ StudentT(df, ln mu, s)``: multiplicative like lognormal, robust like studentt;
 - ``"beta"``: bounded metrics in [0, 1] (accuracy, error rate), zeros and ones included: ``y' ~ Beta(m phi,
   (1 - m) phi)`` with ``y' = e + (1 - 2e) y`` and ``m`` the same squeeze of ``mu`` (``e`` = :data:`SQUEEZE`, as
   Smithson & Verkuilen 2006 squeeze 0/1 outcomes), ``phi = 1 / s^2 - 1``: ``s`` is the sd relative to the largest
@@ -28,7 +29,8 @@ import numpyro.distributions as dist
 
 __all__ = ["LIKELIHOODS", "check_likelihood", "log_prob", "log_sd", "noise_dist", "sample", "sigma_prior"]
 
-LIKELIHOODS = ("lognormal", "normal", "studentt", "beta")
+LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
+LOG_SCALE = ("lognormal", "logstudentt")  # noise on ln y: y > 0, s relative
 SQUEEZE = 1e-3  # beta noise: outcomes 0 and 1 sit this far inside (0, 1)
 MAX_REL_SD = 0.99  # beta noise: s below 1 keeps phi > 0
 TINY = 1e-300  # floor of mu under ln, so a law that reaches 0 gives a finite (very unlikely) density
@@ -46,7 +48,7 @@ def sigma_prior(likelihood: str, scales):
     (``scales.y_med``)."""
     if likelihood == "beta":
         return dist.HalfNormal(0.2)
-    return dist.HalfNormal(0.1) if likelihood == "lognormal" else dist.HalfNormal(0.1 * scales.y_med)
+    return dist.HalfNormal(0.1) if likelihood in LOG_SCALE else dist.HalfNormal(0.1 * scales.y_med)
 
 
 def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0, extra=None):
@@ -65,12 +67,15 @@ def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0,
         phi = 1.0 / jnp.minimum(var, MAX_REL_SD**2) - 1.0
         unsqueeze = dist.transforms.AffineTransform(-SQUEEZE / (1 - 2 * SQUEEZE), 1.0 / (1 - 2 * SQUEEZE))
         return dist.TransformedDistribution(dist.Beta(m * phi, (1 - m) * phi), unsqueeze)
-    if likelihood == "lognormal":
+    if likelihood in LOG_SCALE:
         if se is not None:
             var = var + (se / y_ref) ** 2
         if extra is not None:
             var = var + extra**2
-        return dist.LogNormal(jnp.log(jnp.maximum(mu, TINY)), jnp.sqrt(var))
+        loc = jnp.log(jnp.maximum(mu, TINY))
+        if likelihood == "lognormal":
+            return dist.LogNormal(loc, jnp.sqrt(var))
+        return dist.TransformedDistribution(dist.StudentT(df, loc, jnp.sqrt(var)), dist.transforms.ExpTransform())
     if se is not None:
         var = var + se**2
     if extra is not None:
@@ -115,13 +120,19 @@ def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.nd
 
 def log_sd(likelihood: str, mu, sigma, df: float = 4.0) -> np.ndarray:
     """Approximate sd of ``ln y`` around ``ln mu`` under the noise model (delta method off the log scale):
-    ``sigma`` (lognormal), ``sigma / mu`` (normal; Student-t times ``sqrt(df / (df - 2))``, capped at 3 times for
+    ``sigma`` (lognormal; log-Student-t times the t factor below), ``sigma / mu`` (normal; Student-t times ``sqrt(df / (df - 2))``, capped at 3 times for
     ``df <= 2.25``), ``sigma sqrt((1 - m) / m)`` (beta, ``m`` the squeezed mean)."""
     mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
-    if likelihood == "lognormal":
-        return np.broadcast_to(sigma, np.broadcast_shapes(mu.shape, sigma.shape))
+    if likelihood in LOG_SCALE:
+        s = np.broadcast_to(sigma, np.broadcast_shapes(mu.shape, sigma.shape))
+        return s if likelihood == "lognormal" else s * _t_sd(df)
     if likelihood == "beta":
         m = SQUEEZE + (1 - 2 * SQUEEZE) * np.clip(mu, 0.0, 1.0)
         return sigma * np.sqrt((1 - m) / m)
     rel = sigma / np.maximum(np.abs(mu), TINY)
-    return rel if likelihood == "normal" else rel * min(np.sqrt(df / (df - 2)) if df > 2.25 else 3.0, 3.0)
+    return rel if likelihood == "normal" else rel * _t_sd(df)
+
+
+def _t_sd(df: float) -> float:
+    """sd of a unit-scale Student-t, ``sqrt(df / (df - 2))``, capped at 3 (infinite for ``df <= 2``)."""
+    return min(np.sqrt(df / (df - 2)) if df > 2.25 else 3.0, 3.0)

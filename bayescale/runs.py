@@ -21,6 +21,7 @@ import pandas as pd
 
 from bayescale.errors import RunTableError, SettingError
 from bayescale.laws import Law, Scales, get_law, list_laws
+from bayescale.noise import LOG_SCALE
 
 __all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "fitted_span", "outside", "parse_number", "parse_size", "range_coordinates",
            "prepare_runs", "query_points", "read_runs", "run_size", "scales_for", "simpler_law", "transform_inputs"]
@@ -189,12 +190,12 @@ def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = 
         pos = int(np.flatnonzero(bad)[0])
         raise RunTableError(f"column {y!r} must lie in [{lo_y}, {hi_y}] for law {law.name!r}; {_row_label(df, pos)} "
                             f"is {_fmt(out['y'].iloc[pos])}. Is this the right law (or metric: error vs accuracy)?")
-    if likelihood == "lognormal":
+    if likelihood in LOG_SCALE:
         bad = (out["y"] <= 0).to_numpy()
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
             bounded = law.y_range[0] >= 0 and law.y_range[1] <= 1 and ((out["y"] >= 0) & (out["y"] <= 1)).all()
-            raise RunTableError(f"column {y!r} must be > 0 for the default multiplicative (log-space) noise; "
+            raise RunTableError(f"column {y!r} must be > 0 for multiplicative (log-space) noise ({likelihood!r}); "
                                 f"{_row_label(df, pos)} is {_fmt(out['y'].iloc[pos])}. Use "
                                 + ("likelihood='beta' (bounded metrics, zeros allowed)" if bounded
                                    else "likelihood='normal' or 'studentt'") + ".")

@@ -119,8 +119,9 @@ def log_mean_exp(logp, axis=0) -> np.ndarray:
     return logsumexp(a, axis=axis) - np.log(a.shape[axis])
 
 
-def lognormal_mixture_logpdf(observed, log_mu, sigma, weights=None) -> np.ndarray:
-    """Log density of ``observed`` (m,) under a mixture of LogNormal(log_mu[k], sigma[k]) components, y units.
+def lognormal_mixture_logpdf(observed, log_mu, sigma, weights=None, df: float | None = None) -> np.ndarray:
+    """Log density of ``observed`` (m,) under a mixture of LogNormal(log_mu[k], sigma[k]) components, y units
+    (with ``df``: log-Student-t components, ``ln y ~ StudentT(df, log_mu[k], sigma[k])``).
 
     ``log_mu`` (K, m), ``sigma`` (K,) or (K, m), optional ``weights`` (K,) (default equal). K = 1 is a single
     Gaussian in log space: the residual-sigma predictive of a least-squares point fit.
@@ -132,7 +133,12 @@ def lognormal_mixture_logpdf(observed, log_mu, sigma, weights=None) -> np.ndarra
     if np.any(sd <= 0):
         raise ValueError("sigma must be > 0")
     ly = np.log(y)[None, :]
-    lp = -0.5 * ((ly - lm) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi) - ly
+    if df is None:
+        lp = -0.5 * ((ly - lm) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi) - ly
+    else:
+        from scipy.stats import t as student_t  # on first use: SciPy's statistics are slow to import
+
+        lp = student_t.logpdf(ly, df, lm, sd) - ly
     if weights is None:
         return log_mean_exp(lp, axis=0)
     w = _arr(weights, "weights")

@@ -21,6 +21,9 @@ a setting used to score that suite.
     python -m benchmarks.honest_bands --stage fits          # ~1 h on 2 cores; resumable
     python -m benchmarks.honest_bands --stage score         # the tables, from the cache
     python -m benchmarks.honest_bands --stage ship          # the package's error model, learned on all six suites
+
+``--likelihood logstudentt`` does the same with robust multiplicative noise (``ln y ~ StudentT(4, ln mu, s)``),
+cached apart; its table is ``honest_bands_logstudentt``.
 """
 
 from __future__ import annotations
@@ -35,14 +38,28 @@ import pandas as pd
 
 from benchmarks._common import RESULTS, output_args, publish, save_json, thin_log
 
-CACHE = RESULTS / "cache" / "honest"
+LIKELIHOODS = ("lognormal", "logstudentt")  # the noise models compared (df = DF for the Student-t)
+DF = 4.0
 SUITES = ("revisiting", "colpret", "chinchilla", "gadre", "datablations", "multipower")
 NUTS = dict(chains=4, warmup=300, samples=300)
 KEEP = 600  # posterior draws kept per curve
 COLPRET_EVERY = 8
 MAX_CTX, MAX_TGT = 40, 20  # long curves thinned (log-spaced) to this many fit / target points
 LEVELS = (0.5, 0.8, 0.9, 0.95)
-COMMAND = "python -m benchmarks.honest_bands --stage score"
+
+
+def cache_dir(likelihood: str) -> Path:
+    return RESULTS / "cache" / ("honest" if likelihood == "lognormal" else f"honest_{likelihood}")
+
+
+def suffix(likelihood: str) -> str:
+    """File and table name suffix of a likelihood's results (none for the default lognormal)."""
+    return "" if likelihood == "lognormal" else f"_{likelihood}"
+
+
+def command(likelihood: str) -> str:
+    opt = "" if likelihood == "lognormal" else f" --likelihood {likelihood}"
+    return f"python -m benchmarks.honest_bands --stage score{opt}"
 
 
 def tasks(suite: str, per_domain: int = 20) -> list[dict]:
@@ -97,19 +114,20 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
     return out
 
 
-def _file(t: dict) -> Path:
+def _file(t: dict, likelihood: str) -> Path:
     import re
 
-    return CACHE / t["suite"] / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{t['domain']}__{t['curve']}") + ".npz")
+    return cache_dir(likelihood) / t["suite"] / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{t['domain']}__{t['curve']}") + ".npz")
 
 
-def stage_fits(suites, seed: int, per_domain: int) -> None:
-    """One NUTS fit and one least-squares bootstrap per curve, cached (curves already cached are skipped)."""
+def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
+    """One NUTS fit and one least-squares bootstrap per curve, cached (curves already cached are skipped). The
+    bootstrap does not depend on the likelihood: only the lognormal cache runs it."""
     import bayescale as bs
     from benchmarks._extrap_ls import boot_predictive
 
     for suite in suites:
-        todo = [t for t in tasks(suite, per_domain) if not _file(t).exists()]
+        todo = [t for t in tasks(suite, per_domain) if not _file(t, likelihood).exists()]
         print(f"{suite}: {len(todo)} curves to fit", file=sys.stderr, flush=True)
         for law_name in sorted({t["law"] for t in todo}):
             group = [t for t in todo if t["law"] == law_name]
@@ -117,37 +135,43 @@ def stage_fits(suites, seed: int, per_domain: int) -> None:
             names = list(law.input_names)
             for t in group:
                 t0 = time.perf_counter()
-                f = bs.fit(t["ctx"], law, inputs={k: k for k in names}, y="y", seed=seed, progress=False, **NUTS)
+                f = bs.fit(t["ctx"], law, inputs={k: k for k in names}, y="y", seed=seed, progress=False,
+                           likelihood=likelihood, df=DF, **NUTS)
                 pd_ = f.posterior_draws(max_draws=KEEP, seed=seed)
                 mu_ctx = pd_.mean(t["ctx"][names])
                 mu_tgt = pd_.mean(t["tgt"][names])
+                boot_log_mu, boot_sigma = np.zeros((0, len(t["tgt"]))), np.zeros(0)
                 try:
+                    if likelihood != "lognormal":
+                        raise LookupError
                     boot = boot_predictive(law, t["ctx"], t["tgt"], seed, n_boot=100)
                     boot_log_mu, boot_sigma = boot["log_mu"], boot["sigma"]
+                except LookupError:
+                    pass
                 except RuntimeError as exc:
                     print(f"  boot failed on {t['curve']}: {exc}", file=sys.stderr)
-                    boot_log_mu, boot_sigma = np.zeros((0, len(t["tgt"]))), np.zeros(0)
-                p = _file(t)
+                p = _file(t, likelihood)
                 p.parent.mkdir(parents=True, exist_ok=True)
                 np.savez_compressed(
                     p, suite=t["suite"], domain=t["domain"], curve=t["curve"], law=law_name,
                     inputs=np.array(names), ctx=t["ctx"][names + ["y"]].to_numpy(float),
                     tgt=t["tgt"][names + ["y"]].to_numpy(float), mu_ctx=mu_ctx, mu_tgt=mu_tgt, sigma=pd_.sigma,
-                    ok=f.ok, boot_log_mu=boot_log_mu, boot_sigma=boot_sigma, seconds=time.perf_counter() - t0)
+                    ok=f.ok, likelihood=likelihood, boot_log_mu=boot_log_mu, boot_sigma=boot_sigma, seconds=time.perf_counter() - t0)
                 print(f"  {suite} {t['curve']}: {time.perf_counter() - t0:.1f} s ok={f.ok}", file=sys.stderr,
                       flush=True)
 
 
 # -- stage score: every curve's held-out errors and bands under each method --------------------------------------
-def load_cache(suites=SUITES) -> list[dict]:
-    """The cached fits as dicts with what scoring needs (computed with the package's own functions)."""
+def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
+    """The cached fits of ``likelihood`` as dicts with what scoring needs (computed with the package's own
+    functions)."""
     import bayescale as bs
     from bayescale import calibration, error_model, noise
     from bayescale.runs import distance_beyond, fitted_span, scales_for
 
     out = []
     for suite in suites:
-        for p in sorted((CACHE / suite).glob("*.npz")):
+        for p in sorted((cache_dir(likelihood) / suite).glob("*.npz")):
             z = np.load(p, allow_pickle=False)
             law = bs.get_law(str(z["law"]))
             names = [str(v) for v in z["inputs"]]
@@ -158,16 +182,19 @@ def load_cache(suites=SUITES) -> list[dict]:
                 continue
             scales = scales_for(law, ctx)
             yc = ctx["y"].to_numpy(float)
-            loglik = noise.log_prob("lognormal", yc[None, :], mu_c, sig[:, None])
-            own, how = calibration.own_errors(law, ctx, mu_c, loglik, np.broadcast_to(sig[:, None], mu_c.shape))
+            loglik = noise.log_prob(likelihood, yc[None, :], mu_c, sig[:, None], DF)
+            sd_c = noise.log_sd(likelihood, mu_c, sig[:, None], DF)
+            own, how = calibration.own_errors(law, ctx, mu_c, loglik, sd_c)
             lmu = np.log(mu_t)
             yt = tgt["y"].to_numpy(float)
-            heldout = pd.DataFrame({"r": np.log(yt) - lmu.mean(0), "s": np.sqrt(lmu.var(0) + np.mean(sig**2)),
+            sd_t = noise.log_sd(likelihood, mu_t, sig[:, None], DF)
+            heldout = pd.DataFrame({"r": np.log(yt) - lmu.mean(0), "s": np.sqrt(lmu.var(0) + np.mean(sd_t**2, 0)),
                                     "beyond": distance_beyond(law, tgt, scales)})
             out.append(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"]), law=law.name,
                             family=law.name, y=yt, log_mu=lmu, sigma=sig, beyond=heldout["beyond"].to_numpy(),
                             heldout=heldout, own=own, own_how=how, span=fitted_span(law, scales),
-                            noise=error_model.noise_level("lognormal", yc, sig), ok=bool(z["ok"]),
+                            noise=error_model.noise_level(likelihood, yc, sig, DF), ok=bool(z["ok"]),
+                            df=None if likelihood == "lognormal" else DF,
                             boot_log_mu=z["boot_log_mu"], boot_sigma=z["boot_sigma"]))
     return out
 
@@ -184,15 +211,16 @@ def corpus(curves: list[dict]) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def _scores(y, log_mu, sigma, rng) -> dict:
+def _scores(y, log_mu, sigma, rng, df=None) -> dict:
     """Coverage, log density, RMSLE and CRPS of lognormal-mixture predictions (components ``log_mu`` (S, m),
-    ``sigma`` (S,)) of the targets ``y``."""
+    ``sigma`` (S,); log-Student-t components with ``df``) of the targets ``y``."""
     from bayescale import scoring
 
-    draws = np.exp(log_mu + sigma[:, None] * rng.standard_normal(log_mu.shape))
+    eps = rng.standard_normal(log_mu.shape) if df is None else rng.standard_t(df, log_mu.shape)
+    draws = np.exp(log_mu + sigma[:, None] * eps)
     q = np.quantile(draws, [(1 - lv) / 2 for lv in LEVELS] + [(1 + lv) / 2 for lv in LEVELS], axis=0)
     cov = [float(np.mean((y >= lo) & (y <= hi))) for lo, hi in zip(q[:len(LEVELS)], q[len(LEVELS):])]
-    return {"coverage": cov, "ll": float(np.mean(scoring.lognormal_mixture_logpdf(y, log_mu, sigma))),
+    return {"coverage": cov, "ll": float(np.mean(scoring.lognormal_mixture_logpdf(y, log_mu, sigma, df=df))),
             "rmsle": float(scoring.rmsle(np.median(draws, axis=0), y)),
             "crps": float(np.mean(scoring.crps_from_draws(draws, y)))}
 
@@ -217,9 +245,10 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
         for name, own in (("default", c["own"]), ("prior only", None)):
             err = model.posterior(c["family"], c["span"], c["noise"], own, c["own_how"])
             tau = err.draws(len(sig), seed + k)[:, None]
-            rows[name].append(_scores(c["y"], lm + tau * b[None, :] ** err.gamma * z, sig, rng))
-        rows["raw"].append(_scores(c["y"], lm, sig, rng))
-        rows["calibrate() estimator"].append(_scores(c["y"], lm + pooled[c["domain"]] * b[None, :] * z, sig, rng))
+            rows[name].append(_scores(c["y"], lm + tau * b[None, :] ** err.gamma * z, sig, rng, c["df"]))
+        rows["raw"].append(_scores(c["y"], lm, sig, rng, c["df"]))
+        rows["calibrate() estimator"].append(_scores(c["y"], lm + pooled[c["domain"]] * b[None, :] * z, sig, rng,
+                                                     c["df"]))
         if len(c["boot_sigma"]):
             rows["boot"].append(_scores(c["y"], c["boot_log_mu"], c["boot_sigma"], rng))
     return rows, model
@@ -236,9 +265,9 @@ def summarize(rows: list[dict]) -> dict:
             "rmsle": float(np.mean([r["rmsle"] for r in rows])), "crps": float(np.mean([r["crps"] for r in rows]))}
 
 
-def stage_score(seed: int, out: Path) -> dict:
-    curves = load_cache()
-    res = {"command": COMMAND, "suites": {}, "models": {}}
+def stage_score(seed: int, out: Path, likelihood: str) -> dict:
+    curves = load_cache(likelihood)
+    res = {"command": command(likelihood), "likelihood": likelihood, "suites": {}, "models": {}}
     pooled_rows: dict = {}
     for suite in SUITES:
         if not any(c["suite"] == suite for c in curves):
@@ -259,14 +288,20 @@ def stage_score(seed: int, out: Path) -> dict:
                             **{k: float(np.mean([p[k] for p in per])) for k in ("msce", "ll", "rmsle", "crps")}}
     res["own_errors"] = {s: f"{sum(len(c['own']) > 0 for c in curves if c['suite'] == s)}/"
                             f"{sum(c['suite'] == s for c in curves)} curves" for s in res["suites"]}
-    save_json(out / "honest_bands.json", res)
+    save_json(out / f"honest_bands{suffix(likelihood)}.json", res)
     return res
 
 
 def tables(out: Path):
     from benchmarks._common import Table, load_json, shown
 
-    path = out / "honest_bands.json"
+    return [t for lik in LIKELIHOODS for t in _table(out, lik)]
+
+
+def _table(out: Path, likelihood: str):
+    from benchmarks._common import Table, load_json, shown
+
+    path = out / f"honest_bands{suffix(likelihood)}.json"
     if not path.exists():
         return []
     res = load_json(path)
@@ -282,24 +317,29 @@ def tables(out: Path):
                          f"{v['ll']:.3f}", f"{v['rmsle']:.4f}", f"{v['crps']:.4f}"])
     covs = "; ".join(f"{s}: {'+'.join(m.get('covariates', ['span', 'noise'])) or 'none'}"
                      for s, m in res["models"].items())
-    source = (f"NUTS fits cached by `python -m benchmarks.honest_bands --stage fits` ({NUTS['chains']} chains x "
+    opt = "" if likelihood == "lognormal" else f" --likelihood {likelihood}"
+    noise = "lognormal noise" if likelihood == "lognormal" else f"{likelihood} noise (df {DF:g})"
+    source = (f"NUTS fits ({noise}) cached by `python -m benchmarks.honest_bands --stage fits{opt}` "
+              f"({NUTS['chains']} chains x "
               f"({NUTS['warmup']} warm-up + {NUTS['samples']} draws), one law per suite: M4, chinchilla, downstream); "
               f"error model learned on the other five suites each time, its covariates of ln tau chosen by "
               f"leave-one-suite-out within those five ({covs}); own leave-future-out errors available for "
               f"{', '.join(f'{k} {v}' for k, v in res['own_errors'].items())}; {shown(path)}")
-    return [Table("honest_bands", res["command"], source, head, rows)]
+    return [Table(f"honest_bands{suffix(likelihood)}", res["command"], source, head, rows)]
 
 
-def stage_ship(seed: int) -> Path:
-    """Learn the package's error model on all six suites and write ``bayescale/error_model.json``."""
+def stage_ship(seed: int, likelihood: str) -> Path:
+    """Learn the package's error model on all six suites' fits of ``likelihood`` and write
+    ``bayescale/error_model.json``."""
     import json
 
     from bayescale.error_model import learn
 
-    curves = load_cache()
+    curves = load_cache(likelihood)
     counts = pd.Series([c["suite"] for c in curves]).value_counts().sort_index()
     model = learn(corpus(curves), source=(
-        "learned by `python -m benchmarks.honest_bands --stage ship` on the held-out errors of "
+        f"learned by `python -m benchmarks.honest_bands --stage ship --likelihood {likelihood}` on the held-out "
+        f"errors ({likelihood} fits) of "
         + ", ".join(f"{n} {s}" for s, n in counts.items()) + " curves (bayescale/datasets, provenance in its README)"))
     path = Path(__file__).resolve().parents[1] / "bayescale" / "error_model.json"
     path.write_text(json.dumps(model.to_dict(), indent=1) + "\n")
@@ -313,16 +353,17 @@ def main(argv=None) -> None:
     ap.add_argument("--suite", action="append", help="only these suites (repeatable; default all six)")
     ap.add_argument("--per-domain", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--likelihood", choices=LIKELIHOODS, default="lognormal", help="the fits' noise model")
     output_args(ap)
     args = ap.parse_args(argv)
     suites = tuple(args.suite or SUITES)
     if args.stage == "fits":
-        stage_fits(suites, args.seed, args.per_domain)
+        stage_fits(suites, args.seed, args.per_domain, args.likelihood)
     elif args.stage == "score":
-        stage_score(args.seed, args.out)
+        stage_score(args.seed, args.out, args.likelihood)
         publish(tables, args)
     else:
-        stage_ship(args.seed)
+        stage_ship(args.seed, args.likelihood)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def test_compute_optimal_table_states_its_caveat():
     cells = json.loads((NOTEBOOK_DIR / "03_decisions.ipynb").read_text())["cells"]
     at = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "tokens/param" in "".join(c["source"]))
     after = "".join(cells[at + 1]["source"])
-    assert cells[at + 1]["cell_type"] == "markdown" and "20 tokens per parameter" in after and "studentt" in after
+    assert cells[at + 1]["cell_type"] == "markdown" and "20 tokens per parameter" in after and "logstudentt" in after
 
 
 def test_pfn_plot_has_distinct_legend_and_named_axes(tmp_path):

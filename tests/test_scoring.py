@@ -47,6 +47,9 @@ def test_lognormal_mixture_and_units():
     assert np.allclose(scoring.lognormal_mixture_logpdf(y, lm[None, :], np.array([sd])), exact)
     # two identical components = one
     assert np.allclose(scoring.lognormal_mixture_logpdf(y, np.stack([lm, lm]), np.array([sd, sd])), exact)
+    # log-Student-t components: ln y ~ t(df, lm, sd), density in y units
+    t_exact = stats.t(3.0, lm, sd).logpdf(np.log(y)) - np.log(y)
+    assert np.allclose(scoring.lognormal_mixture_logpdf(y, lm[None, :], np.array([sd]), df=3.0), t_exact)
     # y' = y / c: density rises by log c
     c = 4.0
     scaled = stats.lognorm(s=sd, scale=np.exp(lm) / c).logpdf(y / c)
