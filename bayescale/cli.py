@@ -161,7 +161,7 @@ def cmd_laws(args) -> int:
 
 def _fit_kwargs(args, law) -> dict:
     kw = {"y": args.y, "likelihood": args.likelihood, "chains": args.chains, "warmup": args.warmup,
-          "samples": args.samples, "seed": args.seed, "progress": not args.quiet and sys.stderr.isatty()}
+          "samples": args.samples, "seed": args.seed, "progress": False if args.quiet else None}
     kw["inputs"] = _inputs(law, args.x)
     if getattr(args, "target_accept", None) is not None:
         kw["target_accept"] = args.target_accept

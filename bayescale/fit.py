@@ -28,7 +28,7 @@ from bayescale import calibration, config
 from bayescale.bands import DEFAULT_LEVELS, bands_from_draws
 from bayescale.error_model import ErrorModel, ExtrapolationError, check_error, default_error_model, noise_level
 from bayescale.errors import BayescaleError, FitFileError, SettingError, UnknownLawError
-from bayescale.laws import Law, Scales, get_law
+from bayescale.laws import Law, Scales, get_law, is_builtin
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
 from bayescale.noise import check_likelihood, log_sd
 from bayescale.posterior import Component, PosteriorDraws, check_tau, thin
@@ -659,8 +659,9 @@ def _key(seed: int) -> np.ndarray:
 def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, joint=False, progress=False,
             label="NUTS"):
     """:func:`~bayescale.sampler.run_nuts` of ``law``'s model: one curve, or a batch with ``batched``."""
+    program = f"{law.name}|{likelihood}|df={float(df)!r}" if is_builtin(law) else None  # a user's law: traced
     return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1, batched=batched,
-                    progress=progress, label=label, joint=joint)
+                    progress=progress, label=label, joint=joint, program=program)
 
 
 def _as_fit(rd: RunData, df, settings, seed, group, frame, scales, out) -> Fit:

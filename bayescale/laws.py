@@ -26,7 +26,8 @@ import numpyro.distributions as dist
 
 from bayescale.errors import UnknownLawError
 
-__all__ = ["Input", "Law", "Param", "Scales", "bnsl_law", "external_law", "get_law", "list_laws", "register_law", "LAWS"]
+__all__ = ["Input", "Law", "Param", "Scales", "bnsl_law", "external_law", "get_law", "is_builtin", "list_laws",
+           "register_law", "LAWS"]
 
 
 class Scales(NamedTuple):
@@ -522,3 +523,10 @@ register_law(Law(
     y_range=(0.0, 1.0),
     reference="e.g. Ruan et al. 2024; Owen 2024, 'How predictable is language model benchmark performance?'",
 ))
+
+_BUILTIN = dict(LAWS)  # the package's own laws as registered at import: a user's law under one of these names is not
+
+
+def is_builtin(law: Law) -> bool:
+    """Whether ``law`` is one of bayescale's own (its code is the package's, so a digest of the package names it)."""
+    return _BUILTIN.get(law.name.lower()) is law

@@ -35,7 +35,7 @@ from numpyro.infer.hmc import hmc
 from jax.sharding import Mesh, PartitionSpec
 from numpyro.infer.util import constrain_fn, log_likelihood, potential_energy
 
-from bayescale import config
+from bayescale import config, programs
 
 __all__ = ["SamplerSettings", "prior_draw", "run_nuts"]
 
@@ -269,17 +269,21 @@ def _run(model, settings, dense, batched, progress, n_dev, keys, data, joint=Fal
 
 
 def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched: bool = False,
-             progress: bool | None = None, label: str = "NUTS", joint: bool = False):
+             progress: bool | None = None, label: str = "NUTS", joint: bool = False, program: str | None = None):
     """Sample ``model`` given ``data`` (a pytree; with ``batched`` every leaf has a leading curve axis).
 
     Returns numpy dicts: constrained samples (chain, draw, ...), pointwise log-likelihood, sample stats, and the
     best MAP potential found during initialisation. ``joint`` (with ``batched``) samples the batch's curves in one
-    Laplace-whitened NUTS run (:func:`_joint`) instead of one NUTS per curve.
+    Laplace-whitened NUTS run (:func:`_joint`) instead of one NUTS per curve. ``program``: a name for ``model``
+    that says all it depends on besides bayescale's code (:mod:`bayescale.programs` then keeps its traced
+    program on disk); None: traced in every process. ``progress``: True, a bar advanced from inside the program
+    (a host callback, so the program is traced anew); None, on a terminal the same where ``program`` is None,
+    else a bar for the whole run (the saved program has no callback); False, none.
     """
     config.setup()  # compilation cache and CPU devices, once per process
     dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
-    if progress is None:
-        progress = sys.stderr.isatty()
+    steps = bool(progress) if progress is not None else sys.stderr.isatty() and program is None
+    whole = progress is None and sys.stderr.isatty() and not steps
     _BAR.clear()
     _BAR.update(total=settings.num_warmup + settings.num_samples, label=label)
     if batched and np.ndim(key) == 1:  # one key for the batch: split it per curve
@@ -289,9 +293,16 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
         # of a first fit) and no chain waiting in lock step for the longest trajectory (fit_many of the 72 IC curves
         # 264 -> 163 s, benchmarks/speed.py); accelerators, and joint batches (one trajectory per chain), stay
         # vectorised
-        out = _run(model, settings, dense, batched, bool(progress), chain_devices(settings.num_chains), key, data,
-                   joint=bool(joint and batched), sequential=not (joint and batched) and jax.default_backend() == "cpu")
+        n_dev = chain_devices(settings.num_chains)
+        run = partial(_run, model, settings, dense, batched, steps, n_dev, joint=bool(joint and batched),
+                      sequential=not (joint and batched) and jax.default_backend() == "cpu")
+        tag = None if program is None or steps else repr((program, settings, dense, batched, joint))
+        if whole:
+            _progress_update(-1)
+        out = programs.call(run, tag, key, data, n_dev=n_dev)
         out = jax.tree.map(np.asarray, out)
+        if whole:
+            _progress_update(_BAR["total"] - 1)
     finally:
         if "bar" in _BAR:
             _BAR.pop("bar").close()

@@ -1,0 +1,107 @@
+"""Traced sampling programs kept on disk (``jax.export``), so that a new process skips tracing them.
+
+XLA's persistent cache (:mod:`bayescale.config`) keeps compiled code, but every new process still traces and
+lowers the NUTS program of a fit (model, multi-start optimisation, sampler) before it can look the code up: about
+1.5 s of a first fit (``benchmarks/first_answer.py``). :func:`call` saves the lowered program after its first use,
+beside the compilation cache (``<cache.dir>/programs``), and later processes load it instead of tracing.
+
+A saved program is found by a digest of everything it was traced from: the caller's ``tag`` (law, likelihood,
+sampler settings), the arguments' structure, shapes and dtypes, the device count, the versions of JAX, jaxlib and
+NumPyro, and bayescale's own source files. Callers pass a tag only for programs that depend on nothing else (one
+of the package's own laws, no progress bar: a host callback cannot be saved). A file that cannot be read or
+called is ignored and traced again; with the cache off (``BAYESCALE_JAX_CACHE=off``) nothing is written.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bayescale import config
+
+__all__ = ["call"]
+
+_LOADED: dict = {}  # path -> the jitted call of its program, for this process
+
+
+@functools.cache
+def _source_digest() -> str:
+    """sha256 of bayescale's Python sources and the versions of what traces them."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    for dist in ("jax", "jaxlib", "numpyro"):
+        try:
+            h.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=?".encode())
+    return h.hexdigest()
+
+
+def _path(tag: str, leaves, treedef, n_dev: int) -> Path:
+    shapes = [(np.shape(v), str(np.result_type(v))) for v in leaves]
+    key = repr((tag, str(treedef), shapes, n_dev, jax.default_backend(), jax.config.jax_enable_x64, _source_digest()))
+    return Path(config.settings["cache.dir"]) / "programs" / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".bin")
+
+
+def _caller(exported, n_dev: int):
+    """``exported.call`` under ``jax.jit``; a program traced over several devices is called on as many (its
+    inputs and outputs whole on each: the program splits the chains itself)."""
+    if n_dev <= 1:
+        return jax.jit(exported.call)
+    whole = NamedSharding(Mesh(np.array(jax.local_devices()[:n_dev]), ("chain",)), PartitionSpec())
+    return jax.jit(exported.call, in_shardings=whole, out_shardings=whole)
+
+
+def _save(path: Path, blob: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)  # whole or absent: a concurrent process never reads half a file
+    except OSError:  # a read-only or full disk: the program is simply traced again next time
+        pass
+
+
+def call(fn, tag: str | None, *args, n_dev: int = 1):
+    """``fn(*args)`` (``fn`` a JAX-traceable function of array pytrees), through the saved program of ``tag`` when
+    there is one; ``tag=None`` or the cache off: ``fn(*args)`` as it is."""
+    if tag is None or not config.settings["cache.enabled"]:
+        return fn(*args)
+    leaves, treedef = jax.tree.flatten(args)
+    path = _path(tag, leaves, treedef, n_dev)
+    if path not in _LOADED:
+        _LOADED[path] = _load(path, n_dev) or _export(fn, treedef, leaves, path, n_dev)
+    return fn(*args) if _LOADED[path] is None else _LOADED[path](*leaves)
+
+
+def _load(path: Path, n_dev: int):
+    if not path.exists():
+        return None
+    try:
+        return _caller(jax.export.deserialize(bytearray(path.read_bytes())), n_dev)
+    except Exception:  # noqa: BLE001 (a truncated or foreign file, or no flatbuffers: trace again)
+        return None
+
+
+def _export(fn, treedef, leaves, path: Path, n_dev: int):
+    """Trace ``fn`` once into a saved program and return its call; None where it cannot be saved (then the caller
+    runs ``fn`` itself, and an error in ``fn`` surfaces there as it would without this module)."""
+    try:
+        exported = jax.export.export(jax.jit(lambda *xs: fn(*jax.tree.unflatten(treedef, xs))))(*leaves)
+        blob = exported.serialize()
+    except Exception:  # noqa: BLE001
+        return None
+    _save(path, blob)
+    return _caller(exported, n_dev)

@@ -1,0 +1,88 @@
+"""Saved sampling programs (``bayescale.programs``): a new process loads the traced program instead of tracing it,
+with the same draws; nothing is saved for a user's own law; a damaged file is traced again."""
+
+import numpy as np
+import pytest
+
+import bayescale as bs
+from bayescale import config, programs
+from bayescale.laws import get_law, is_builtin
+from tests.conftest import FAST
+
+
+@pytest.fixture
+def program_dir(tmp_path, monkeypatch):
+    """A fresh, empty cache directory, and this process's loaded programs forgotten (as in a new process)."""
+    monkeypatch.setitem(config.settings, "cache.dir", str(tmp_path))
+    monkeypatch.setitem(config.settings, "cache.enabled", True)
+    monkeypatch.setattr(programs, "_LOADED", {})
+    return tmp_path / "programs"
+
+
+def _fit(runs, law="M2", **kw):
+    return bs.fit(runs, law, x="x", y="y", seed=0, **{**FAST, **kw})
+
+
+def _runs():
+    x = np.geomspace(1e6, 1e9, 12)
+    return bs.simulate.simulate("M2", 1, seed=0)[0].iloc[:12].assign(x=x) if False else __import__("pandas").DataFrame(
+        {"x": x, "y": 0.5 + 2.0 * (x / 1e6) ** -0.3 * np.exp(np.random.default_rng(0).normal(0, 0.01, 12))})
+
+
+def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_dir, monkeypatch):
+    runs = _runs()
+    first = _fit(runs)
+    saved = list(program_dir.glob("*.bin"))
+    assert len(saved) == 1
+    monkeypatch.setattr(programs, "_LOADED", {})  # a new process
+
+    def no_tracing(*a, **k):
+        raise AssertionError("traced again although a saved program was there")
+
+    monkeypatch.setattr(programs.jax.export, "export", no_tracing)
+    second = _fit(runs)
+    for k in first.param_names:
+        assert np.array_equal(first.posterior[k].values, second.posterior[k].values), k
+    monkeypatch.setitem(config.settings, "cache.enabled", False)  # the plain traced program: the same draws too
+    third = _fit(runs)
+    assert np.array_equal(first.posterior["c"].values, third.posterior["c"].values)
+
+
+def test_a_damaged_program_file_is_traced_again(program_dir, monkeypatch):
+    runs = _runs()
+    first = _fit(runs)
+    (path,) = program_dir.glob("*.bin")
+    path.write_bytes(b"not a program")
+    monkeypatch.setattr(programs, "_LOADED", {})
+    second = _fit(runs)
+    assert np.array_equal(first.posterior["c"].values, second.posterior["c"].values)
+    assert path.read_bytes() != b"not a program"  # replaced by the program traced again
+
+
+def test_a_users_law_is_never_saved(program_dir):
+    import dataclasses
+
+    mine = dataclasses.replace(get_law("M2"), name="my_M2")
+    bs.register_law(mine, overwrite=True)
+    assert not is_builtin(mine) and is_builtin(get_law("M2"))
+    _fit(_runs(), law="my_M2")
+    assert not program_dir.exists() or not list(program_dir.glob("*.bin"))
+
+
+def test_a_different_shape_or_setting_is_another_program(program_dir):
+    runs = _runs()
+    _fit(runs)
+    _fit(runs, samples=200)
+    _fit(runs.iloc[:10])  # padded to the same length: no new program for fewer runs
+    assert len(list(program_dir.glob("*.bin"))) == 2
+
+
+def test_a_progress_bar_from_inside_the_program_is_never_saved(program_dir, capsys):
+    """``progress=True`` advances a bar from inside the program (a host callback, which cannot be saved): traced, not
+    saved, and the same draws as the saved program gives."""
+    runs = _runs()
+    shown = _fit(runs, progress=True)
+    assert not program_dir.exists() or not list(program_dir.glob("*.bin"))
+    assert "NUTS M2" in capsys.readouterr().err
+    saved = _fit(runs)
+    assert np.array_equal(shown.posterior["c"].values, saved.posterior["c"].values)
