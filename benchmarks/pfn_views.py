@@ -6,8 +6,9 @@ run, and the predictive is their equal mixture. How many views to use is chosen 
 
 - *selection* (``fit`` rows): each curve's fit split only (revisiting's ``train`` runs, ColPret's context half,
   the first half of each datablations and multipower curve), cut in x at its ``CUT`` quantile: the runs below are the
-  context, the ones above the targets (at most ``MAX_TGT``, log-spaced). The default number of views is the one with
-  the highest log density of ln y, averaged over suites (each suite's mean over its curves); ties go to fewer views.
+  context, the ones above the targets (at most ``MAX_TGT``, log-spaced). The default number of views is the fewest
+  whose log density of ln y, averaged over suites (each suite's mean over its curves), is within one standard error
+  of the best's (:func:`choose`): each view costs one more pass of the network.
 - *test* (``test`` rows): the suites' own splits (fit split -> held-out runs), reported for the chosen setting and
   for one view, with the default recalibration.
 
@@ -92,13 +93,21 @@ def summarize(rows: list[dict]) -> dict:
             "rmsle_se": se([r["rmsle"] for r in rows]), "ll": float(np.mean([r["ll"] for r in rows])),
             "ll_se": se([r["ll"] for r in rows]), **{f"cov{round(lv * 100)}": c for lv, c in cov.items()},
             "msce": float(np.mean([(cov[lv] - lv) ** 2 for lv in LEVELS])),
-            "mean_views": float(np.mean([r["views"] for r in rows]))}
+            "mean_views": float(np.mean([r["views"] for r in rows])), "ll_curves": [r["ll"] for r in rows]}
 
 
 def choose(selection: dict, options: list[int]) -> int:
-    """The number of views with the highest suite-averaged log density on the fit splits (fewest on ties)."""
+    """The fewest views whose suite-averaged log density on the fit splits is within one standard error of the
+    best's (the one-standard-error rule): each view is one more pass of the network, so more views must earn their
+    cost. The standard error is that of the paired per-curve difference, suites averaged alike."""
     ll = {v: np.mean([selection[s][str(v)]["ll"] for s in selection]) for v in options}
-    return max(sorted(options), key=lambda v: round(ll[v], 4))
+    best = max(options, key=lambda v: ll[v])
+
+    def se(v):
+        d = [np.subtract(selection[s][str(v)]["ll_curves"], selection[s][str(best)]["ll_curves"]) for s in selection]
+        return float(np.sqrt(sum(np.var(x, ddof=1) / len(x) for x in d if len(x) > 1)) / len(d))
+
+    return min(v for v in options if ll[v] >= ll[best] - se(v))
 
 
 def run(options: list[int]) -> dict:
@@ -136,8 +145,8 @@ def tables(out):
                              f"{m['rmsle']:.4f} ± {m['rmsle_se']:.4f}", f"{m['ll']:.3f} ± {m['ll_se']:.3f}",
                              f"{m['cov50']:.2f}", f"{m['cov90']:.2f}", f"{m['msce']:.4f}"])
     source = (f"shipped PFN weights, recalibrated predictive without the extrapolation error; selection: each fit "
-              f"split cut at its {CUT:.0%} quantile of ln x (targets thinned to {MAX_TGT}), views chosen by "
-              f"suite-averaged log density there ({res['chosen']}); test: the suites' own held-out runs; {shown(path)}")
+              f"split cut at its {CUT:.0%} quantile of ln x (targets thinned to {MAX_TGT}), views: the fewest within one "
+              f"standard error of the best suite-averaged log density there ({res['chosen']}); test: the suites' own held-out runs; {shown(path)}")
     return [Table("pfn_views", res["machine"]["command"], source, head, rows)]
 
 

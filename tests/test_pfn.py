@@ -231,6 +231,49 @@ def test_mixture_of_views_is_one_distribution():
     np.testing.assert_allclose(same.quantile(q), views[0].quantile(q), rtol=1e-4)
 
 
+def test_predictive_with_extrapolation_error_is_one_distribution():
+    """With the error's shifts (a mixture over a bend of ln y): quantiles invert the mixture's CDF, and the mean,
+    the moments of ln y and the draws (one shift per draw, shared by every query) are that same distribution's."""
+    rng = np.random.default_rng(4)
+    borders = np.linspace(-6, 6, 65) + rng.uniform(-0.05, 0.05, 65)
+    probs = rng.dirichlet(np.ones(64) * 3, size=(2, 3))  # 2 views, 3 queries
+    z, wz = np.polynomial.hermite_e.hermegauss(8)
+    shifts = np.outer(z, [0.0, 0.05, 0.4])  # no error at the first query, a wide one at the last
+    p = Predictive(probs, borders, loc=[0.5, 0.6], scale=[0.1, 0.12], spread=(shifts, wz / wz.sum()))
+    q = np.array([0.01, 0.1, 0.5, 0.9, 0.99])
+    y = p.quantile(q)
+    assert np.all(np.diff(y, axis=0) > 0)
+    for i, qi in enumerate(q):
+        np.testing.assert_allclose(p.cdf(y[i]), qi, atol=2.5 * Predictive.CORE)  # read off a table between CORE levels
+    ly = np.linspace(-3, 4, 70001)
+    dens = np.exp(np.stack([p.logpdf(np.full(3, np.exp(v))) for v in ly[::10]]) + ly[::10, None])
+    np.testing.assert_allclose(np.trapezoid(dens, ly[::10], axis=0), 1.0, atol=2e-3)
+    s = p.sample(200_000, seed=1)
+    np.testing.assert_allclose(p.mean(), s.mean(0), rtol=3e-3)
+    m, sd = p.moments_ln()
+    np.testing.assert_allclose(m, np.log(s).mean(0), atol=3e-3)
+    np.testing.assert_allclose(sd, np.log(s).std(0), rtol=1e-2)
+    for i, qi in enumerate(q[1:4], 1):
+        np.testing.assert_allclose((s <= y[i]).mean(0), qi, atol=0.005)
+    # one bend per draw: the last two queries' shifts move together
+    plain = Predictive(probs, borders, loc=[0.5, 0.6], scale=[0.1, 0.12]).sample(200_000, seed=1)
+    assert np.corrcoef(np.log(s[:, 1]) - np.log(plain[:, 1]), np.log(s[:, 2]) - np.log(plain[:, 2]))[0, 1] > 0.99
+
+
+def test_bar_quantile_bins_match_a_direct_count():
+    rng = np.random.default_rng(5)
+    bar = BarDistribution(np.sort(rng.normal(size=33)) * 2)
+    probs = rng.dirichlet(np.ones(32) * 0.3, size=50)  # sparse rows: many empty bins
+    q = rng.uniform(size=(40, 50))
+    cum = bar.cumulative(probs)
+    idx = np.clip((cum[None, :, 1:32] <= q[:, :, None]).sum(-1), 0, 31)
+    z = bar.quantile(probs, q)
+    np.testing.assert_allclose(bar.cdf(probs, z), q, atol=1e-9)
+    lo, hi = bar.borders[idx], bar.borders[idx + 1]
+    inner = (idx > 0) & (idx < 31)
+    assert np.all((z[inner] >= lo[inner] - 1e-12) & (z[inner] <= hi[inner] + 1e-12))
+
+
 def test_context_views_see_every_run():
     from bayescale.pfn.infer import context_views
 

@@ -68,10 +68,11 @@ class BarDistribution:
         z = np.broadcast_to(z, np.broadcast_shapes(z.shape, (len(p),)))
         rows = np.broadcast_to(np.arange(len(p)), z.shape)
         idx = np.clip(np.searchsorted(b, z, side="right") - 1, 0, k - 1)
-        inner = cum[rows, idx] + p[rows, idx] * np.clip((z - b[idx]) / w[idx], 0, 1)
-        left = p[:, 0] * erfc(np.maximum(b[1] - z, 0) / w[0] / math.sqrt(2))
-        right = cum[:, k - 1] + p[:, -1] * erf(np.maximum(z - b[-2], 0) / w[-1] / math.sqrt(2))
-        return np.where(z < b[1], left, np.where(z >= b[-2], right, inner))
+        out = cum[rows, idx] + p[rows, idx] * np.clip((z - b[idx]) / w[idx], 0, 1)
+        lo, hi = z < b[1], z >= b[-2]  # the tails, computed where they apply only (erf is the costly part)
+        out[lo] = p[rows[lo], 0] * erfc((b[1] - z[lo]) / w[0] / math.sqrt(2))
+        out[hi] = cum[rows[hi], k - 1] + p[rows[hi], -1] * erf((z[hi] - b[-2]) / w[-1] / math.sqrt(2))
+        return out
 
     def quantile(self, probs, q) -> np.ndarray:
         """F^{-1}(q) for ``probs`` (m, K): levels ``q`` (n,) (the same for every row) or (n, m) in (0, 1) -> (n, m)."""
@@ -80,8 +81,12 @@ class BarDistribution:
         cum = self.cumulative(p)
         q = np.asarray(q, float)
         q = q[:, None] if q.ndim == 1 else q  # (n, 1) or (n, m)
-        # bin of each quantile: number of cumulative borders <= q (per row)
-        idx = np.clip((cum[None, :, 1:k] <= q[:, :, None]).sum(-1), 0, k - 1)  # (n, m)
+        # bin of each quantile: number of cumulative borders <= q (per row), by one search of the rows laid end to
+        # end (row j's values shifted by 2j, above every level of row j - 1)
+        off = 2.0 * np.arange(len(p))
+        flat = (cum[:, 1:k] + off[:, None]).ravel()
+        idx = np.searchsorted(flat, np.broadcast_to(q, (len(q), len(p))) + off, side="right")
+        idx = np.clip(idx - (k - 1) * np.arange(len(p)), 0, k - 1)  # (n, m)
         rows = np.arange(len(p))[None, :]
         pk = np.maximum(p[rows, idx], 1e-300)
         inner = b[idx] + w[idx] * np.clip((q - cum[rows, idx]) / pk, 0, 1)

@@ -97,12 +97,16 @@ class Predictive:
     :class:`~bayescale.pfn.recalibration.Recalibration`), queries with ``beyond > 0`` take its extrapolated map, the
     others its interpolated one; ``calibrated`` says whether a map is applied. With ``spread`` (shifts (J, m) of
     ln y and weights (J,), :func:`bayescale.pfn.error.spread`), ln y is a draw of that calibrated predictive plus
-    shift j with probability w_j: the extrapolation error of real curves (``error_note`` says which).
+    shift j with probability w_j: the extrapolation error of real curves (``error_note`` says which). Its quantiles
+    invert that mixture's CDF by bisection (the calibrated CDF read off a table per query, levels exact to
+    :data:`CORE`); its mean and the moments of ln y follow exactly from the shifts' moments; a draw adds one shift,
+    the same at every query (one bend of the curve).
     """
 
     GRID = 513  # even points in ln y added to the views' borders where a mixture's CDF is tabulated
-    BLOCK = 32  # queries per vectorised step of the extrapolation error's convolution
-    CORE = 1e-3  # with the extrapolation error, quantiles are tabulated for levels CORE to 1 - CORE
+    CAL_GRID = 513  # even points in ln y per query where the calibrated CDF is tabulated for the error's quantiles
+    CORE = 1e-3  # ... between its levels CORE and 1 - CORE
+    BISECT = 12  # bisection steps of a quantile with the extrapolation error, then one linear step
 
     def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None, recalibration=None,
                  spread=None, error_note: str = ""):
@@ -204,38 +208,46 @@ class Predictive:
 
     # -- with the extrapolation error: ln y = (calibrated draw) + shift_j with probability w_j ---------------------
     def _quantile_ln(self, q) -> np.ndarray:
-        """ln y at levels ``q`` (n,) -> (n, m)."""
+        """ln y at levels ``q`` (n,) -> (n, m). With the extrapolation error: bisection of
+        ``F_err(t) = sum_j w_j F(t - shift_j) = q`` per level and query, ``F`` read off :meth:`_cal_table`."""
         if self.spread is None:
             return self._raw_quantile(self._r_inv(q))
-        t, conv = self._error_table()
-        out = np.empty((len(q), len(self)))
-        for j in range(len(self)):
-            out[:, j] = np.interp(q, conv[:, j], t)
-        return out
+        shifts, w = self.spread
+        t0, h, table = self._cal_table()
+        top = t0 + h * (len(table) - 1)
+        n_grid, m = table.shape
+        cols, start = np.arange(m), (shifts + t0) / h  # grid position of t is t / h - start: (J, m)
+        flat, slope = table.ravel(), np.diff(table, axis=0).ravel()
 
-    def _error_table(self) -> tuple[np.ndarray, np.ndarray]:
-        """The CDF with the extrapolation error, ``F_err(t) = sum_j w_j F(t - shift_j)``, on an even grid ``t`` of
-        ln y (G,) -> (G, m); computed once. ``F`` is tabulated on the grid, which spans levels :data:`CORE` to
-        1 - CORE widened by twice the largest shift (quantiles farther out are clamped to its ends), and each shift is
-        a whole number of grid steps plus a fraction, interpolated linearly: a block of queries at a time."""
+        def f_err(t):  # (n, m)
+            g = np.clip(t[None] / h - start[:, None, :], 0, n_grid - 1)  # (J, n, m)
+            i = np.minimum(g.astype(int), n_grid - 2)
+            k = i * m + cols
+            return np.einsum("j,jnm->nm", w, flat.take(k) + (g - i) * slope.take(k))
+
+        lo = np.broadcast_to(t0 + shifts.min(axis=0), (len(q), len(self))).copy()
+        hi = np.broadcast_to(top + shifts.max(axis=0), lo.shape).copy()
+        f_lo, f_hi, qq = f_err(lo), f_err(hi), np.broadcast_to(q[:, None], lo.shape)
+        for _ in range(self.BISECT):
+            mid = 0.5 * (lo + hi)
+            f = f_err(mid)
+            below = f < qq
+            lo, f_lo = np.where(below, mid, lo), np.where(below, f, f_lo)
+            hi, f_hi = np.where(below, hi, mid), np.where(below, f_hi, f)
+        # the bracket is now far narrower than a grid step: F_err is about linear across it
+        frac = np.clip((qq - f_lo) / np.maximum(f_hi - f_lo, 1e-300), 0, 1)
+        return lo + frac * (hi - lo)
+
+    def _cal_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The calibrated CDF (before the extrapolation error) on an even grid of ln y per query: its start and step
+        (m,) and values (G, m), G = :data:`CAL_GRID`, spanning the levels :data:`CORE` to 1 - CORE of every view
+        (beyond them it reads as the end values: levels off by at most CORE); computed once."""
         if self._table is None:
-            shifts, w = self.spread
-            reach = 2 * float(np.abs(shifts).max())
-            lo, hi = self._ln_range(self._r_inv(np.array([self.CORE, 1 - self.CORE])))
-            t = np.linspace(lo - reach, hi + reach, 2 * self.GRID)
-            table = self._cal_cdf(t[:, None])  # (G, m)
-            steps = shifts / (t[1] - t[0])
-            whole = np.floor(steps).astype(int)
-            frac = steps - whole  # F(t - s) = (1 - frac) F[g - whole] + frac F[g - whole - 1]
-            g = np.arange(len(t))[None, :, None]
-            conv = np.empty_like(table)
-            for start in range(0, len(self), self.BLOCK):
-                cols = np.arange(start, min(start + self.BLOCK, len(self)))
-                i0 = np.clip(g - whole[:, None, cols], 0, len(t) - 1)  # (J, G, b)
-                i1 = np.maximum(i0 - 1, 0)
-                f = frac[:, None, cols]
-                conv[:, cols] = np.einsum("j,jgb->gb", w, (1 - f) * table[i0, cols] + f * table[i1, cols])
-            self._table = (t, conv)
+            r = self._r_inv(np.array([self.CORE, 1 - self.CORE]))  # (2, m)
+            ends = np.stack([m + s * self.bar.quantile(p, r) for p, m, s in zip(self.probs, self.loc, self.scale)])
+            lo, hi = ends.min(axis=(0, 1)), ends.max(axis=(0, 1))
+            h = np.maximum(hi - lo, 1e-9) / (self.CAL_GRID - 1)
+            self._table = (lo, h, self._cal_cdf(lo + h * np.arange(self.CAL_GRID)[:, None]))
         return self._table
 
     # -- in y -------------------------------------------------------------------------------------------------
@@ -277,20 +289,37 @@ class Predictive:
     def median(self) -> np.ndarray:
         return self.quantile(0.5)
 
+    def _shift_moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Of the extrapolation error's shift s of ln y, per query: E[s], Var[s] and E[exp(s)] (0, 0, 1 without)."""
+        if self.spread is None:
+            return np.zeros(len(self)), np.zeros(len(self)), np.ones(len(self))
+        shifts, w = self.spread
+        m1 = w @ shifts
+        return m1, w @ shifts**2 - m1**2, w @ np.exp(shifts)
+
     def mean(self, n_grid: int = 2000) -> np.ndarray:
-        """Mean of y (midpoint rule over quantiles; the far tails beyond 1/n_grid are left out)."""
+        """Mean of y: the calibrated predictive's (midpoint rule over quantiles; the far tails beyond 1/n_grid are
+        left out) times E[exp(shift)] of the extrapolation error, which is independent of it."""
         q = (np.arange(n_grid) + 0.5) / n_grid
-        return self.quantile(q).mean(axis=0)
+        return np.exp(self._raw_quantile(self._r_inv(q))).mean(axis=0) * self._shift_moments()[2]
 
     def moments_ln(self, n_grid: int = 400) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and sd of ln y (m,) each (midpoint rule over quantiles)."""
-        lq = self._quantile_ln((np.arange(n_grid) + 0.5) / n_grid)
-        return lq.mean(axis=0), lq.std(axis=0)
+        """Mean and sd of ln y (m,) each: the calibrated predictive's (midpoint rule over quantiles) plus the
+        extrapolation error's shift."""
+        lq = self._raw_quantile(self._r_inv((np.arange(n_grid) + 0.5) / n_grid))
+        m1, var, _ = self._shift_moments()
+        return lq.mean(axis=0) + m1, np.sqrt(lq.var(axis=0) + var)
 
     def sample(self, n: int, seed: int | None = None) -> np.ndarray:
+        """``n`` draws (n, m): a calibrated draw of ln y plus a shift of the extrapolation error drawn with its
+        weight."""
         rng = np.random.default_rng(self.seed if seed is None else seed)
         u = rng.uniform(1e-12, 1 - 1e-12, size=int(n))
-        return np.exp(self._quantile_ln(u))
+        lny = self._raw_quantile(self._r_inv(u))
+        if self.spread is not None:
+            shifts, w = self.spread
+            lny = lny + shifts[rng.choice(len(w), size=int(n), p=w)]
+        return np.exp(lny)
 
 
 # ------------------------------------------------------------------------------------------------------
