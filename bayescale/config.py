@@ -17,7 +17,8 @@ Everything else waits for :func:`setup`, which :func:`bayescale.sampler.run_nuts
 compilation cache (its directory is created then, not at import). Settings, validated like ArviZ's ``rcParams``,
 take their defaults from the environment when this module is imported:
 
-- ``cache.enabled``, ``cache.dir``: ``BAYESCALE_JAX_CACHE`` is a directory, or ``off`` (also ``0``, ``none``,
+- ``cache.enabled``, ``cache.dir``: where compiled programs and traced sampling programs
+  (:mod:`bayescale.programs`) are kept; ``BAYESCALE_JAX_CACHE`` is a directory, or ``off`` (also ``0``, ``none``,
   ``false``, empty); default ``~/.cache/bayescale/jax``;
 - ``cache.min_compile_secs``: ``BAYESCALE_JAX_CACHE_MIN_COMPILE_SECS``, programs compiling faster are not written
   (default 0.5). A fit is one program that compiles in seconds, so a new process loads it from the cache; lower
