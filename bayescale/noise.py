@@ -120,7 +120,7 @@ def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.nd
 
 def log_sd(likelihood: str, mu, sigma, df: float = 4.0) -> np.ndarray:
     """Approximate sd of ``ln y`` around ``ln mu`` under the noise model (delta method off the log scale):
-    ``sigma`` (lognormal; log-Student-t times the t factor below), ``sigma / mu`` (normal; Student-t times ``sqrt(df / (df - 2))``, capped at 3 times for
+    ``sigma`` (lognormal; log-Student-t times the t factor), ``sigma / mu`` (normal; Student-t times ``sqrt(df / (df - 2))``, capped at 3 times for
     ``df <= 2.25``), ``sigma sqrt((1 - m) / m)`` (beta, ``m`` the squeezed mean)."""
     mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
     if likelihood in LOG_SCALE:

@@ -117,7 +117,8 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
 def _file(t: dict, likelihood: str) -> Path:
     import re
 
-    return cache_dir(likelihood) / t["suite"] / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{t['domain']}__{t['curve']}") + ".npz")
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{t['domain']}__{t['curve']}")
+    return cache_dir(likelihood) / t["suite"] / (name + ".npz")
 
 
 def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
@@ -156,7 +157,8 @@ def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
                     p, suite=t["suite"], domain=t["domain"], curve=t["curve"], law=law_name,
                     inputs=np.array(names), ctx=t["ctx"][names + ["y"]].to_numpy(float),
                     tgt=t["tgt"][names + ["y"]].to_numpy(float), mu_ctx=mu_ctx, mu_tgt=mu_tgt, sigma=pd_.sigma,
-                    ok=f.ok, likelihood=likelihood, boot_log_mu=boot_log_mu, boot_sigma=boot_sigma, seconds=time.perf_counter() - t0)
+                    ok=f.ok, likelihood=likelihood, boot_log_mu=boot_log_mu, boot_sigma=boot_sigma,
+                    seconds=time.perf_counter() - t0)
                 print(f"  {suite} {t['curve']}: {time.perf_counter() - t0:.1f} s ok={f.ok}", file=sys.stderr,
                       flush=True)
 

@@ -145,8 +145,9 @@ def tables(out):
                              f"{m['rmsle']:.4f} ± {m['rmsle_se']:.4f}", f"{m['ll']:.3f} ± {m['ll_se']:.3f}",
                              f"{m['cov50']:.2f}", f"{m['cov90']:.2f}", f"{m['msce']:.4f}"])
     source = (f"shipped PFN weights, recalibrated predictive without the extrapolation error; selection: each fit "
-              f"split cut at its {CUT:.0%} quantile of ln x (targets thinned to {MAX_TGT}), views: the fewest within one "
-              f"standard error of the best suite-averaged log density there ({res['chosen']}); test: the suites' own held-out runs; {shown(path)}")
+              f"split cut at its {CUT:.0%} quantile of ln x (targets thinned to {MAX_TGT}), views: the fewest within "
+              f"one standard error of the best suite-averaged log density there ({res['chosen']}); test: the suites' "
+              f"own held-out runs; {shown(path)}")
     return [Table("pfn_views", res["machine"]["command"], source, head, rows)]
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from benchmarks._common import RESULTS, RESULTS_MD, load_json, self_check, stale_tables, update_markdown, write_tables
 
 MODULES = ("speed", "first_answer", "batching", "fleet", "honest_bands", "stacking", "robust_chinchilla", "misspecified",
-           "pfn_views", "pfn_error", "pfn_speed", "init", "coverage", "active_learning", "report_screenshot", "local_fit",
-           "replay_rescore", "extrapolation")
+           "pfn_views", "pfn_error", "pfn_speed", "init", "coverage", "active_learning", "report_screenshot",
+           "local_fit", "replay_rescore", "extrapolation")
 
 
 def all_tables(out: Path = RESULTS) -> list:
