@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
-__all__ = ["LIKELIHOODS", "check_likelihood", "log_prob", "log_sd", "noise_dist", "sample", "sigma_prior"]
+__all__ = ["LIKELIHOODS", "LOG_SCALE", "check_likelihood", "log_prob", "log_sd", "noise_dist", "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
 LOG_SCALE = ("lognormal", "logstudentt")  # noise on ln y: y > 0, s relative
@@ -120,8 +120,9 @@ def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.nd
 
 def log_sd(likelihood: str, mu, sigma, df: float = 4.0) -> np.ndarray:
     """Approximate sd of ``ln y`` around ``ln mu`` under the noise model (delta method off the log scale):
-    ``sigma`` (lognormal; log-Student-t times the t factor), ``sigma / mu`` (normal; Student-t times ``sqrt(df / (df - 2))``, capped at 3 times for
-    ``df <= 2.25``), ``sigma sqrt((1 - m) / m)`` (beta, ``m`` the squeezed mean)."""
+    ``sigma`` (lognormal), ``sigma / mu`` (normal), ``sigma sqrt((1 - m) / m)`` (beta, ``m`` the squeezed mean);
+    the Student-t likelihoods (log-Student-t, Student-t) times ``sqrt(df / (df - 2))``, capped at 3 (for
+    ``df <= 2.25``)."""
     mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
     if likelihood in LOG_SCALE:
         s = np.broadcast_to(sigma, np.broadcast_shapes(mu.shape, sigma.shape))
