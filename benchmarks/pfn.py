@@ -216,13 +216,10 @@ def speed(seed: int) -> dict:
     import bayescale as bs
     from bayescale.pfn import predictive_many
 
+    from benchmarks.pfn_speed import batch
+
     rev = bs.datasets.revisiting()
-    curves = []
-    for _, c in list(rev.groupby("curve", sort=False))[:72]:
-        tr, te = c[c.train], c[~c.train]
-        curves.append((tr.x.to_numpy(), tr.y.to_numpy(), te.x.to_numpy() if len(te) else tr.x.to_numpy()[-1:] * 2))
-    while len(curves) < 72:
-        curves.append(curves[len(curves) % len(curves)])
+    curves = batch()
     predictive_many(curves)  # compile
     times = []
     for _ in range(3):

@@ -188,11 +188,18 @@ class Predictive:
         table = self._raw_cdf(t[:, None])  # (G, m), non-decreasing in G
         return np.stack([np.interp(r[:, j], table[:, j], t) for j in range(r.shape[1])], axis=1)
 
+    def _view_quantiles(self, r) -> np.ndarray:
+        """Each view's ln y at raw levels ``r`` ((n,) or (n, m)) -> (V, n, m)."""
+        return np.stack([m + s * self.bar.quantile(p, r) for p, m, s in zip(self.probs, self.loc, self.scale)])
+
     def _ln_range(self, r) -> tuple[float, float]:
         """ln y below and above every view's quantiles at raw levels ``r`` (n, m)."""
-        ends = np.array([r.min(), r.max()])
-        per_view = [m + s * self.bar.quantile(p, ends) for p, m, s in zip(self.probs, self.loc, self.scale)]
-        return float(np.min(per_view)), float(np.max(per_view))
+        ends = self._view_quantiles(np.array([r.min(), r.max()]))
+        return float(ends.min()), float(ends.max())
+
+    def _cal_quantile_ln(self, q) -> np.ndarray:
+        """ln y of the calibrated predictive, before the extrapolation error, at levels ``q`` (n,) -> (n, m)."""
+        return self._raw_quantile(self._r_inv(q))
 
     # -- calibrated, before the extrapolation error, in ln y --------------------------------------------------------
     def _cal_cdf(self, lny) -> np.ndarray:
@@ -211,11 +218,11 @@ class Predictive:
         """ln y at levels ``q`` (n,) -> (n, m). With the extrapolation error: bisection of
         ``F_err(t) = sum_j w_j F(t - shift_j) = q`` per level and query, ``F`` read off :meth:`_cal_table`."""
         if self.spread is None:
-            return self._raw_quantile(self._r_inv(q))
+            return self._cal_quantile_ln(q)
         shifts, w = self.spread
         t0, h, table = self._cal_table()
-        top = t0 + h * (len(table) - 1)
         n_grid, m = table.shape
+        top = t0 + h * (n_grid - 1)
         cols, start = np.arange(m), (shifts + t0) / h  # grid position of t is t / h - start: (J, m)
         flat, slope = table.ravel(), np.diff(table, axis=0).ravel()
 
@@ -243,8 +250,7 @@ class Predictive:
         (m,) and values (G, m), G = :data:`CAL_GRID`, spanning the levels :data:`CORE` to 1 - CORE of every view
         (beyond them it reads as the end values: levels off by at most CORE); computed once."""
         if self._table is None:
-            r = self._r_inv(np.array([self.CORE, 1 - self.CORE]))  # (2, m)
-            ends = np.stack([m + s * self.bar.quantile(p, r) for p, m, s in zip(self.probs, self.loc, self.scale)])
+            ends = self._view_quantiles(self._r_inv(np.array([self.CORE, 1 - self.CORE])))  # (V, 2, m)
             lo, hi = ends.min(axis=(0, 1)), ends.max(axis=(0, 1))
             h = np.maximum(hi - lo, 1e-9) / (self.CAL_GRID - 1)
             self._table = (lo, h, self._cal_cdf(lo + h * np.arange(self.CAL_GRID)[:, None]))
@@ -301,12 +307,12 @@ class Predictive:
         """Mean of y: the calibrated predictive's (midpoint rule over quantiles; the far tails beyond 1/n_grid are
         left out) times E[exp(shift)] of the extrapolation error, which is independent of it."""
         q = (np.arange(n_grid) + 0.5) / n_grid
-        return np.exp(self._raw_quantile(self._r_inv(q))).mean(axis=0) * self._shift_moments()[2]
+        return np.exp(self._cal_quantile_ln(q)).mean(axis=0) * self._shift_moments()[2]
 
     def moments_ln(self, n_grid: int = 400) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of ln y (m,) each: the calibrated predictive's (midpoint rule over quantiles) plus the
         extrapolation error's shift."""
-        lq = self._raw_quantile(self._r_inv((np.arange(n_grid) + 0.5) / n_grid))
+        lq = self._cal_quantile_ln((np.arange(n_grid) + 0.5) / n_grid)
         m1, var, _ = self._shift_moments()
         return lq.mean(axis=0) + m1, np.sqrt(lq.var(axis=0) + var)
 
@@ -315,7 +321,7 @@ class Predictive:
         weight."""
         rng = np.random.default_rng(self.seed if seed is None else seed)
         u = rng.uniform(1e-12, 1 - 1e-12, size=int(n))
-        lny = self._raw_quantile(self._r_inv(u))
+        lny = self._cal_quantile_ln(u)
         if self.spread is not None:
             shifts, w = self.spread
             lny = lny + shifts[rng.choice(len(w), size=int(n), p=w)]
