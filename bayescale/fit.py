@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import os
 import pickle
 import sys
+import threading
 import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-import arviz_stats as azs
 from arviz_base import from_dict
 import jax
 import numpy as np
@@ -164,6 +165,8 @@ class Fit:
     def diagnostics(self) -> dict:
         """r-hat (rank-normalised), bulk/tail ESS, divergences and E-BFMI, computed with ArviZ."""
         if self._diag is None:
+            import arviz_stats as azs  # slow to import (SciPy's statistics): see _sample
+
             names = self.param_names
             rhat = azs.rhat(self.idata, var_names=names)
             ess_b = azs.ess(self.idata, var_names=names, method="bulk")
@@ -268,6 +271,8 @@ class Fit:
 
     def loo(self):
         """PSIS-LOO of the fitted runs (ArviZ ``loo``)."""
+        import arviz_stats as azs
+
         return azs.loo(self.idata)
 
     def with_discrepancy(self, tau: float) -> "Fit":
@@ -660,8 +665,31 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
             label="NUTS"):
     """:func:`~bayescale.sampler.run_nuts` of ``law``'s model: one curve, or a batch with ``batched``."""
     program = f"{law.name}|{likelihood}|df={float(df)!r}" if is_builtin(law) else None  # a user's law: traced
-    return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1, batched=batched,
-                    progress=progress, label=label, joint=joint, program=program)
+    importing = _import_meanwhile("arviz_stats")  # the diagnostics' library, while compiled code holds no GIL
+    try:
+        return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1,
+                        batched=batched, progress=progress, label=label, joint=joint, program=program)
+    finally:
+        if importing is not None:
+            importing.join()
+
+
+def _import_meanwhile(module: str) -> threading.Thread | None:
+    """Import ``module`` on a thread, started now, so that its import (Python, about 0.6 s for ArviZ's statistics)
+    overlaps the loading and running of the compiled sampler, which release the GIL. Join it before the next Python
+    work. A failed import is left to the later ``import`` in the main thread, which then reports it. None if
+    ``module`` is already imported."""
+    def run():
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001  (reported by the main thread's own import)
+            pass
+
+    if module in sys.modules:
+        return None
+    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _as_fit(rd: RunData, df, settings, seed, group, frame, scales, out) -> Fit:

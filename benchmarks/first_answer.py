@@ -12,7 +12,9 @@ measured from outside, and the script reports its own phases.
   prediction (NumPy, SciPy, pandas only). It stands in for ``simple-scaling-laws``, which could not be installed here.
 
 The first ``bayescale`` process runs with an empty persistent compilation cache (a new user); then the two scripts
-alternate ``--repeats`` times with the cache warm, and the table shows medians.
+alternate ``--repeats`` times with the cache warm, and the table shows medians. One more warm process, not timed,
+splits the memory by step (``MEMORY``: resident memory after each import, the start of JAX's CPU backend, the fit
+and the prediction; private and file-backed pages apart, Linux ``/proc/self/status``).
 
     python -m benchmarks.first_answer [--repeats 5] [--resamples 200]
 """
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -48,6 +51,31 @@ t4 = time.perf_counter()
 d = fit.diagnostics
 print(json.dumps({"import": t1 - t0, "fit": t2 - t1, "predict": t3 - t2, "predict_raw": t4 - t3,
                   "rhat": d["max_rhat"], "ess": d["min_ess_bulk"]}), file=sys.stderr)
+"""
+
+MEMORY = """
+import json, sys
+
+def mib(key):
+    with open("/proc/self/status") as fh:
+        return int(next(l for l in fh if l.startswith(key + ":")).split()[1]) // 1024
+
+steps = []
+def step(name):
+    steps.append({"step": name, "private": mib("RssAnon"), "files": mib("RssFile"), "peak": mib("VmHWM")})
+
+step("interpreter")
+import jax; step("import jax")
+import numpyro; step("import numpyro")
+import pandas; step("import pandas")
+import bayescale as bs, bayescale.fit; step("import bayescale and its fitting modules (xarray, ArviZ's data)")
+import arviz_stats; step("import ArviZ's statistics (a fit imports them while it samples)")
+jax.numpy.zeros(1).block_until_ready(); step("JAX CPU backend started")
+runs = bs.datasets.chinchilla()
+fit = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, progress=False)
+fit.ok; step("fit: its compiled sampler loaded from the cache and run; diagnostics")
+fit.predict({"N": [7e10], "D": [1.4e12]}); step("predict with the extrapolation error")
+print(json.dumps({"steps": steps}), file=sys.stderr)
 """
 
 BOOTSTRAP = """
@@ -110,7 +138,8 @@ def run(repeats: int, resamples: int) -> dict:
         for _ in range(repeats):  # alternate, so drifts in the machine's load hit both alike
             warm.append(_once(BAYESCALE, [], env))
             boot.append(_once(BOOTSTRAP, [csv, str(resamples)], env))
-    return {"cold": cold, "warm": warm, "bootstrap": boot}
+        memory = _once(MEMORY, [], env)["steps"] if Path("/proc/self/status").exists() else []
+    return {"cold": cold, "warm": warm, "bootstrap": boot, "memory": memory}
 
 
 def _median(rows: list, key: str) -> float:
@@ -140,7 +169,20 @@ def tables(out):
     m = res["machine"]
     source = (f"fresh Python processes, alternating; load average {m.get('loadavg_start')} at start, "
               f"{res.get('loadavg_end')} at end; {shown(path)}")
-    return [Table("first_answer", m["command"], source, head, rows)]
+    tables_ = [Table("first_answer", m["command"], source, head, rows)]
+    if res.get("memory"):
+        steps, before = res["memory"], None
+        mrows = []
+        for st in steps:
+            total = st["private"] + st["files"]
+            mrows.append([st["step"], f"{st['private']}", f"{st['files']}", f"{total}",
+                          "" if before is None else f"{total - before:+d}", f"{st['peak']}"])
+            before = total
+        tables_.append(Table("first_answer_memory", m["command"], (
+            "one more warm process, not timed: resident memory after each step (MiB; private = anonymous pages, "
+            f"files = pages of the libraries' files, shared with other processes); {shown(path)}"),
+            ["after", "private MiB", "files MiB", "resident MiB", "step adds", "peak so far MiB"], mrows))
+    return tables_
 
 
 def main(argv=None):
