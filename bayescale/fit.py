@@ -665,7 +665,8 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
             label="NUTS"):
     """:func:`~bayescale.sampler.run_nuts` of ``law``'s model: one curve, or a batch with ``batched``."""
     program = f"{law.name}|{likelihood}|df={float(df)!r}" if is_builtin(law) else None  # a user's law: traced
-    importing = _import_meanwhile("arviz_stats")  # the diagnostics' library, while compiled code holds no GIL
+    # the diagnostics' library, while compiled code holds no GIL (not in a worker: the submitting process checks)
+    importing = None if _WORKER else _import_meanwhile("arviz_stats")
     try:
         return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1,
                         batched=batched, progress=progress, label=label, joint=joint, program=program)
