@@ -46,6 +46,8 @@ KEEP = 600  # posterior draws kept per curve
 COLPRET_EVERY = 8
 MAX_CTX, MAX_TGT = 40, 20  # long curves thinned (log-spaced) to this many fit / target points
 LEVELS = (0.5, 0.8, 0.9, 0.95)
+# distance beyond the fitted runs (decades) of the by-distance table: fixed edges, the same for every suite
+DISTANCE_BINS = (("inside", 0.0, 0.0), ("0-0.1", 0.0, 0.1), ("0.1-0.2", 0.1, 0.2), ("> 0.2", 0.2, np.inf))
 
 
 def cache_dir(likelihood: str) -> Path:
@@ -213,18 +215,28 @@ def corpus(curves: list[dict]) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def _scores(y, log_mu, sigma, rng, df=None) -> dict:
+def _scores(y, log_mu, sigma, rng, df=None, beyond=None) -> dict:
     """Coverage, log density, RMSLE and CRPS of lognormal-mixture predictions (components ``log_mu`` (S, m),
-    ``sigma`` (S,); log-Student-t components with ``df``) of the targets ``y``."""
+    ``sigma`` (S,); log-Student-t components with ``df``) of the targets ``y``; with the targets' distances
+    ``beyond`` (decades), also the counts [points, inside 50%, inside 90%] per :data:`DISTANCE_BINS` bin."""
     from bayescale import scoring
 
     eps = rng.standard_normal(log_mu.shape) if df is None else rng.standard_t(df, log_mu.shape)
     draws = np.exp(log_mu + sigma[:, None] * eps)
     q = np.quantile(draws, [(1 - lv) / 2 for lv in LEVELS] + [(1 + lv) / 2 for lv in LEVELS], axis=0)
-    cov = [float(np.mean((y >= lo) & (y <= hi))) for lo, hi in zip(q[:len(LEVELS)], q[len(LEVELS):])]
-    return {"coverage": cov, "ll": float(np.mean(scoring.lognormal_mixture_logpdf(y, log_mu, sigma, df=df))),
-            "rmsle": float(scoring.rmsle(np.median(draws, axis=0), y)),
-            "crps": float(np.mean(scoring.crps_from_draws(draws, y)))}
+    inside = [(y >= lo) & (y <= hi) for lo, hi in zip(q[:len(LEVELS)], q[len(LEVELS):])]
+    out = {"coverage": [float(np.mean(v)) for v in inside],
+           "ll": float(np.mean(scoring.lognormal_mixture_logpdf(y, log_mu, sigma, df=df))),
+           "rmsle": float(scoring.rmsle(np.median(draws, axis=0), y)),
+           "crps": float(np.mean(scoring.crps_from_draws(draws, y)))}
+    if beyond is not None:
+        b = np.asarray(beyond, float)
+        i50, i90 = inside[LEVELS.index(0.5)], inside[LEVELS.index(0.9)]
+        out["by_distance"] = {}
+        for name, lo, hi in DISTANCE_BINS:
+            sel = (b == 0) if hi == 0 else (b > lo) & (b <= hi)
+            out["by_distance"][name] = [int(sel.sum()), int(i50[sel].sum()), int(i90[sel].sum())]
+    return out
 
 
 def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, object]:
@@ -247,8 +259,8 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
         for name, own in (("default", c["own"]), ("prior only", None)):
             err = model.posterior(c["family"], c["span"], c["noise"], own, c["own_how"])
             tau = err.draws(len(sig), seed + k)[:, None]
-            rows[name].append(_scores(c["y"], lm + tau * b[None, :] ** err.gamma * z, sig, rng, c["df"]))
-        rows["raw"].append(_scores(c["y"], lm, sig, rng, c["df"]))
+            rows[name].append(_scores(c["y"], lm + tau * b[None, :] ** err.gamma * z, sig, rng, c["df"], b))
+        rows["raw"].append(_scores(c["y"], lm, sig, rng, c["df"], b))
         rows["calibrate() estimator"].append(_scores(c["y"], lm + pooled[c["domain"]] * b[None, :] * z, sig, rng,
                                                      c["df"]))
         if len(c["boot_sigma"]):
@@ -262,9 +274,13 @@ def summarize(rows: list[dict]) -> dict:
     if not rows:
         return {}
     cov = np.mean([r["coverage"] for r in rows], axis=0)
-    return {"curves": len(rows), "coverage": {str(lv): float(c) for lv, c in zip(LEVELS, cov)},
-            "msce": float(scoring.msce(LEVELS, cov)), "ll": float(np.mean([r["ll"] for r in rows])),
-            "rmsle": float(np.mean([r["rmsle"] for r in rows])), "crps": float(np.mean([r["crps"] for r in rows]))}
+    out = {"curves": len(rows), "coverage": {str(lv): float(c) for lv, c in zip(LEVELS, cov)},
+           "msce": float(scoring.msce(LEVELS, cov)), "ll": float(np.mean([r["ll"] for r in rows])),
+           "rmsle": float(np.mean([r["rmsle"] for r in rows])), "crps": float(np.mean([r["crps"] for r in rows]))}
+    if all("by_distance" in r for r in rows):  # points pooled over the suite's curves
+        out["by_distance"] = {name: np.sum([r["by_distance"][name] for r in rows], axis=0).tolist()
+                              for name, _, _ in DISTANCE_BINS}
+    return out
 
 
 def stage_score(seed: int, out: Path, likelihood: str) -> dict:
@@ -327,7 +343,25 @@ def _table(out: Path, likelihood: str):
               f"error model learned on the other five suites each time, its covariates of ln tau chosen by "
               f"leave-one-suite-out within those five ({covs}); own leave-future-out errors available for "
               f"{', '.join(f'{k} {v}' for k, v in res['own_errors'].items())}; {shown(path)}")
-    return [Table(f"honest_bands{suffix(likelihood)}", res["command"], source, head, rows)]
+    tables_ = [Table(f"honest_bands{suffix(likelihood)}", res["command"], source, head, rows)]
+    drows = []
+    for suite, per in res["suites"].items():
+        for m in ("default", "raw"):
+            counts = per.get(m, {}).get("by_distance")
+            if counts:
+                drows.append([suite, m, *(f"{c50 / n:.2f} / {c90 / n:.2f} ({n})" if n else ""
+                                          for n, c50, c90 in (counts[name] for name, _, _ in DISTANCE_BINS)),
+                              f"{res['models'][suite]['gamma']:.2f}" if m == "default" else ""])
+    if drows:
+        tables_.append(Table(
+            f"honest_bands_by_distance{suffix(likelihood)}", res["command"],
+            "the held-out points of the table above by their distance beyond the fitted runs (decades, "
+            "`bayescale.runs.distance_beyond`; bins fixed in advance), pooled over each suite's curves; "
+            f"{shown(path)}",
+            ["left-out suite", "method", *(f"cov 50% / 90% (points), {name}" for name, _, _ in DISTANCE_BINS),
+             "growth gamma of the error model learned without it"],
+            drows))
+    return tables_
 
 
 def stage_ship(seed: int, likelihood: str) -> Path:
