@@ -31,7 +31,7 @@ from bayescale.error_model import ErrorModel, ExtrapolationError, check_error, d
 from bayescale.errors import BayescaleError, FitFileError, SettingError, UnknownLawError
 from bayescale.laws import Law, Scales, get_law, is_builtin
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
-from bayescale.noise import check_likelihood, log_sd
+from bayescale.noise import ROBUST_ALTERNATIVE, check_likelihood, log_sd
 from bayescale.posterior import Component, PosteriorDraws, check_tau, thin
 from bayescale.runs import RunData, fitted_span, prepare_runs, query_points, run_size
 from bayescale.sampler import SamplerSettings, run_nuts
@@ -590,6 +590,13 @@ def _data_checks(f: Fit) -> list[str]:
             out.append(f"the run {_describe_run(law, runs.iloc[i])} lies {z[i]:+.1f} noise sds from the fitted "
                        f"curve ({mu[i]:.4g}): a unit slip in its inputs, a different setup, or a law that does not "
                        "hold there? Check that row")
+        robust = ROBUST_ALTERNATIVE.get(f.likelihood)
+        if len(flagged) and robust:
+            n = len(flagged)
+            out.append(f"{n} run{'s' * (n > 1)} lie{'s' * (n == 1)} more than {RESIDUAL_MAX:g} noise sds from the "
+                       f"fitted curve and pull{'s' * (n == 1)} the law's exponents (and the compute-optimal "
+                       f"allocation) toward {'them' if n > 1 else 'it'}: if genuine, refit with "
+                       f"likelihood='{robust}' (CLI: --likelihood {robust}), under which outlying runs weigh less")
     size = run_size(law, runs)
     if len(y) >= 4 and np.ptp(size) > 0:
         rho_y, rho_mu = spearmanr(size, y)[0], spearmanr(size, mu)[0]

@@ -27,10 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
-__all__ = ["LIKELIHOODS", "LOG_SCALE", "check_likelihood", "log_prob", "log_sd", "noise_dist", "sample", "sigma_prior"]
+__all__ = ["LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd", "noise_dist",
+           "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
 LOG_SCALE = ("lognormal", "logstudentt")  # noise on ln y: y > 0, s relative
+# the heavy-tailed likelihood on the same scale, under which an outlying run weighs little
+ROBUST_ALTERNATIVE = {"lognormal": "logstudentt", "normal": "studentt"}
 SQUEEZE = 1e-3  # beta noise: outcomes 0 and 1 sit this far inside (0, 1)
 MAX_REL_SD = 0.99  # beta noise: s below 1 keeps phi > 0
 TINY = 1e-300  # floor of mu under ln, so a law that reaches 0 gives a finite (very unlikely) density

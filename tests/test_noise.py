@@ -69,8 +69,19 @@ def test_robust_multiplicative_noise_is_not_dragged_by_outlying_runs():
     err = {}
     for lik in ("lognormal", "logstudentt"):
         f = bs.fit(runs, "M2", x="x", y="y", likelihood=lik, seed=0, **FAST)
+        if lik == "logstudentt":  # it names the outlying run, and suggests no other noise model
+            assert any("Check that row" in w for w in f.warnings) and not any("likelihood=" in w for w in f.warnings)
         err[lik] = abs(float(np.median(f.draws()["c"])) - truth["c"])
         b = f.predict(clean[["x"]], levels=(0.9,), raw=True)
         err[lik + " width"] = float(np.median(np.log(b["run_upper"].sel(level=0.9) / b["run_lower"].sel(level=0.9))))
     assert err["logstudentt"] < 0.5 * err["lognormal"]
     assert err["logstudentt width"] < 0.6 * err["lognormal width"]
+
+
+def test_outlying_runs_under_lognormal_noise_point_to_the_robust_likelihood():
+    """The bundled Chinchilla runs below 1e21 FLOP include runs far off the law (Besiroglu et al. 2024 fit them with
+    a Huber loss); the lognormal fit names them and says which likelihood would let them weigh less."""
+    runs = bs.datasets.chinchilla()
+    f = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, **FAST)
+    hint = [w for w in f.warnings if "likelihood='logstudentt'" in w]
+    assert len(hint) == 1 and "--likelihood logstudentt" in hint[0]
