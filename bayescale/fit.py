@@ -216,8 +216,9 @@ class Fit:
     @property
     def data_warnings(self) -> list[str]:
         """Runs the law cannot explain: an input :data:`ISOLATED_DECADES` from every other run's, residuals beyond
-        :data:`RESIDUAL_MAX` noise sds (each run named), y that
-        rises with scale where the fitted law falls (or the reverse), every y the same. Notes, not failures."""
+        :data:`RESIDUAL_MAX` noise sds (each run named, and the robust likelihood named once:
+        :data:`bayescale.noise.ROBUST_ALTERNATIVE`), y that rises with scale where the fitted law falls (or the
+        reverse), every y the same. Notes, not failures."""
         if getattr(self, "_data_warnings", None) is None:
             self._data_warnings = _data_checks(self)
         return self._data_warnings
