@@ -182,6 +182,27 @@ def test_training_loss_is_minus_bar_logpdf():
     np.testing.assert_allclose(loss, -lp[t].mean(), rtol=1e-5)
 
 
+
+def test_keys_from_the_leading_context_give_the_same_logits():
+    """Inference reads attention keys from the leading context positions only: the logits of every token are those
+    of the full masked attention, with the context first, padding between it and the queries, and up to 40 queries."""
+    cfg = CONFIGS["tiny"]
+    model = PFN(cfg, jax.random.PRNGKey(1))
+    rng = np.random.default_rng(0)
+    n_keys, n_tok = 16, 56
+    ctx = np.zeros((3, n_tok), bool)
+    for row, n_ctx in enumerate((5, 11, 16)):
+        ctx[row, :n_ctx] = True
+    u = jnp.asarray(rng.uniform(0, 2, (3, n_tok)), jnp.float32)
+    z = jnp.asarray(rng.normal(size=(3, n_tok)), jnp.float32)
+    full = jax.vmap(model)(u, z, jnp.asarray(ctx))
+    short = jax.vmap(lambda *a: model(*a, n_keys))(u, z, jnp.asarray(ctx))
+    np.testing.assert_allclose(np.asarray(short), np.asarray(full), rtol=1e-5, atol=1e-5)
+    # a context token beyond n_keys would be missed: the contract is the caller's, and the difference shows
+    ctx[0, n_keys + 2] = True
+    moved = jax.vmap(lambda *a: model(*a, n_keys))(u, z, jnp.asarray(ctx))
+    assert not np.allclose(np.asarray(moved[0]), np.asarray(jax.vmap(model)(u, z, jnp.asarray(ctx))[0]), atol=1e-4)
+
 def test_predictive_quantile_cdf_logpdf_consistent():
     rng = np.random.default_rng(2)
     borders = np.sort(rng.normal(size=65)) * 3
@@ -465,9 +486,11 @@ def test_predictive_api(tiny):
     assert p.quantile(0.5).shape == (3,) and p.quantile([0.1, 0.9]).shape == (2, 3)
     assert p.logpdf(p.median()).shape == (3,) and np.all(np.isfinite(p.logpdf(p.median())))
     assert p.sample(7, seed=0).shape == (7, 3)
-    many = predictive_many([(x, y, [1e9, 1e10, 1e11]), (x[:5], y[:5] * 2, np.geomspace(1e3, 1e12, 150))], weights=w,
+    many = predictive_many([(x, y, [1e9, 1e10, 1e11]), (x[:5], y[:5] * 2, np.geomspace(1e3, 1e12, 300))], weights=w,
                            error="raw")
-    assert len(many) == 2 and len(many[1]) == 150  # >QUERY_CHUNK queries are chunked
+    assert len(many) == 2 and len(many[1]) == 300  # more than QUERY_CHUNK queries: several rows
+    last = predictive(x[:5], y[:5] * 2, np.geomspace(1e3, 1e12, 300)[-1:], weights=w, error="raw")
+    np.testing.assert_allclose(many[1].quantile(0.5)[-1:], last.quantile(0.5), rtol=1e-5)
     np.testing.assert_allclose(many[0].quantile([0.1, 0.5, 0.9]), p.quantile([0.1, 0.5, 0.9]), rtol=1e-5)
     # queries do not attend to each other: asking about one point alone gives the same answer
     alone = predictive(x, y, [1e10], weights=w, error="raw")

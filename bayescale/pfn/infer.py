@@ -40,7 +40,7 @@ from bayescale.runs import distance_beyond, outside, prepare_runs, query_points,
 
 __all__ = ["Predictive", "available", "load", "predict", "predictive", "predictive_many"]
 
-QUERY_CHUNK = 64  # queries per forward pass (the context is repeated for each chunk)
+QUERY_CHUNK = 256  # queries per row at most (the context is repeated for each chunk of a curve's queries)
 CURVE_CHUNK = 64  # rows per compiled call
 DEFAULT_VIEWS = 8  # context views per curve (test-time ensembling, :func:`context_views`); chosen on the real
 # suites' fit splits by `python -m benchmarks.pfn_views` (log density of 1, 2, 4, 8 views)
@@ -53,7 +53,25 @@ class _Loaded:
 
     def __init__(self, w: PFNWeights):
         self.model, self.cfg, self.borders, self.info, self.path, self.recal = w
-        self.forward = eqx.filter_jit(lambda m, u, z, c: jax.vmap(m)(u, z, c))
+        self.forward = eqx.filter_jit(lambda m, u, z, c, n_keys: jax.vmap(lambda *a: m(*a, n_keys))(u, z, c))
+
+
+def _round_up(n: int, k: int) -> int:
+    return int(math.ceil(n / k) * k)
+
+
+def _query_chunk(n_queries: list, n_keys: int) -> int:
+    """Queries per row (a power of two from 16 to :data:`QUERY_CHUNK`) that makes the fewest tokens in all: short
+    chunks repeat the context, long ones pad rows with unused queries."""
+    options = [16 * 2**k for k in range(int(math.log2(QUERY_CHUNK // 16)) + 1)]
+    return min(options, key=lambda c: sum(-(-n // c) for n in n_queries) * (n_keys + c))
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """Bin probabilities from float32 logits, in float64 (the bar distribution's tails need the precision)."""
+    lg = np.asarray(logits, np.float64)
+    p = np.exp(lg - lg.max(-1, keepdims=True))
+    return p / p.sum(-1, keepdims=True)
 
 
 def load(path=None) -> _Loaded:
@@ -411,54 +429,46 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
         return []
     k_max = max_context(L.cfg)
     curve_views = [context_views(xc, yc, k_max, views) for xc, yc, _ in curves]
-    n_ctx_max = max(len(v[0]) for cv in curve_views for v in cv)
-    n_tok = n_ctx_max + QUERY_CHUNK
-    n_tok = int(math.ceil(n_tok / 16) * 16)
+    # one row per view and chunk of queries: the context first (attention keys read only those leading positions,
+    # so the row's cost is linear in its queries), then the queries, then padding that repeats the first query
+    n_keys = _round_up(max(len(v[0]) for cv in curve_views for v in cv), 8)
+    chunk = _query_chunk([len(xq) for (_, _, xq), cv in zip(curves, curve_views) for _ in cv], n_keys)
+    n_tok = n_keys + chunk
     rows_t, rows_y, rows_c, index = [], [], [], []
     for ci, ((_, _, xq), cv) in enumerate(zip(curves, curve_views)):
         for vi, (xc, yc) in enumerate(cv):
-            for start in range(0, len(xq), QUERY_CHUNK):
-                chunk = xq[start:start + QUERY_CHUNK]
-                t = np.zeros(n_tok)
+            for start in range(0, len(xq), chunk):
+                q = xq[start:start + chunk]
+                t = np.full(n_tok, np.log(q[0]))
                 y = np.ones(n_tok)
                 c = np.zeros(n_tok, bool)
                 t[:len(xc)], y[:len(xc)], c[:len(xc)] = np.log(xc), yc, True
-                t[len(xc):len(xc) + len(chunk)] = np.log(chunk)
-                # padding tokens repeat the first query (masked out of attention keys, ignored on output)
-                t[len(xc) + len(chunk):] = np.log(chunk[0])
+                t[n_keys:n_keys + len(q)] = np.log(q)
                 rows_t.append(t), rows_y.append(y), rows_c.append(c)
-                index.append((ci, vi, len(xc), len(chunk)))
+                index.append((ci, vi, len(q)))
     T, Y, C = np.stack(rows_t), np.stack(rows_y), np.stack(rows_c)
     u, z, (t0, tspan, m, s) = normalize(T, Y, C, xp=np)
-    probs = np.empty((len(T), n_tok, L.cfg.n_bins))
-    n_rows = int(math.ceil(len(T) / CURVE_CHUNK) * CURVE_CHUNK) if len(T) > CURVE_CHUNK else len(T)
-    pad = n_rows - len(T)
-    if pad:  # a fixed row count so the compiled program is reused
-        u, z, C2 = (np.concatenate([a, np.repeat(a[:1], pad, 0)]) for a in (u, z, C))
+    n_rows = _round_up(len(T), CURVE_CHUNK) if len(T) > CURVE_CHUNK else len(T)
+    if n_rows > len(T):  # a fixed row count so the compiled program is reused
+        u, z, C2 = (np.concatenate([a, np.repeat(a[:1], n_rows - len(T), 0)]) for a in (u, z, C))
     else:
         C2 = C
-    for start in range(0, len(T), CURVE_CHUNK):
-        sl = slice(start, start + CURVE_CHUNK)
-        logits = L.forward(L.model, jnp.asarray(u[sl], jnp.float32), jnp.asarray(z[sl], jnp.float32),
-                           jnp.asarray(C2[sl]))
-        lg = np.asarray(logits, np.float64)
-        lg = lg - lg.max(-1, keepdims=True)
-        pr = np.exp(lg)
-        pr /= pr.sum(-1, keepdims=True)
-        stop = min(start + CURVE_CHUNK, len(T))
-        probs[start:stop] = pr[:stop - start]
+    logits = np.concatenate([np.asarray(L.forward(L.model, jnp.asarray(u[sl], jnp.float32),
+                                                  jnp.asarray(z[sl], jnp.float32), jnp.asarray(C2[sl]), n_keys))
+                             for sl in (slice(a, a + CURVE_CHUNK) for a in range(0, len(T), CURVE_CHUNK))])
     out_probs = [[[] for _ in cv] for cv in curve_views]
     stats = [[None] * len(cv) for cv in curve_views]
-    for r, (ci, vi, nc, nq) in enumerate(index):
-        out_probs[ci][vi].append(probs[r, nc:nc + nq])
+    for r, (ci, vi, nq) in enumerate(index):
+        out_probs[ci][vi].append(logits[r, n_keys:n_keys + nq])
         stats[ci][vi] = (float(m[r, 0]), float(s[r, 0]))
+    out_probs = [[_softmax(np.concatenate(p)) for p in cv] for cv in out_probs]  # float64, the queries' rows only
     recal = L.recal if calibrated else None
     out = []
     for i, ((xc, yc, xq), cv) in enumerate(zip(curves, curve_views)):
         loc, scale = np.array(stats[i]).T
         beyond = outside(np.log(xq), np.log(xc.min()), np.log(xc.max()), scale="log")
         err = None if model is None else curve_error(model, xc, yc)
-        out.append(Predictive(np.stack([np.concatenate(p) for p in out_probs[i]]), L.borders, loc, scale,
+        out.append(Predictive(np.stack(out_probs[i]), L.borders, loc, scale,
                               x_query=xq, seed=seed, recalibration=recal, beyond=beyond,
                               spread=None if err is None else spread(err, beyond),
                               error_note="none (raw)" if err is None else err.describe()))

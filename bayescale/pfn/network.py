@@ -76,15 +76,19 @@ class _Block(eqx.Module):
         self.ff1 = eqx.nn.Linear(cfg.d_model, cfg.d_ff, key=k2, dtype=F32)
         self.ff2 = eqx.nn.Linear(cfg.d_ff, cfg.d_model, key=k3, dtype=F32)
 
-    def __call__(self, h, mask):
+    def __call__(self, h, mask, n_keys):
         a = jax.vmap(self.ln1)(h)
-        h = h + self.attn(a, a, a, mask=mask)
+        h = h + self.attn(a, a[:n_keys], a[:n_keys], mask=mask)
         b = jax.vmap(self.ln2)(h)
         return h + jax.vmap(self.ff2)(jax.nn.gelu(jax.vmap(self.ff1)(b)))
 
 
 class PFN(eqx.Module):
-    """``model(u, z, ctx)`` -> logits (L, n_bins) for one curve of L tokens (vmap for batches)."""
+    """``model(u, z, ctx, n_keys=None)`` -> logits (L, n_bins) for one curve of L tokens (vmap for batches).
+
+    ``n_keys``: when every context token lies among the first ``n_keys`` positions, attention reads keys and values
+    from those positions only; the result is the same (the others are masked out of the keys) at a cost linear in L
+    instead of quadratic, so a long run of queries costs little more than the queries themselves."""
 
     ctx_in: eqx.nn.Linear
     qry_in: eqx.nn.Linear
@@ -103,14 +107,15 @@ class PFN(eqx.Module):
         self.ln_out = eqx.nn.LayerNorm(d, dtype=F32)
         self.head = eqx.nn.Linear(d, cfg.n_bins, key=ks[3], dtype=F32)
 
-    def __call__(self, u, z, ctx):
+    def __call__(self, u, z, ctx, n_keys: int | None = None):
+        n_keys = u.shape[0] if n_keys is None else n_keys
         u, z = u.astype(F32), jnp.where(ctx, z, 0.0).astype(F32)
         hc = jax.vmap(self.ctx_in)(jnp.stack([u, z], -1))
         hq = jax.vmap(self.qry_in)(u[:, None])
         h = jax.vmap(self.emb_out)(jax.nn.gelu(jnp.where(ctx[:, None], hc, hq)))
-        mask = jnp.broadcast_to(ctx[None, :], (u.shape[0], u.shape[0]))
+        mask = jnp.broadcast_to(ctx[None, :n_keys], (u.shape[0], n_keys))
         for blk in self.blocks:
-            h = blk(h, mask)
+            h = blk(h, mask, n_keys)
         return jax.vmap(self.head)(jax.vmap(self.ln_out)(h))
 
 
