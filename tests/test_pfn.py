@@ -182,7 +182,6 @@ def test_training_loss_is_minus_bar_logpdf():
     np.testing.assert_allclose(loss, -lp[t].mean(), rtol=1e-5)
 
 
-
 def test_keys_from_the_leading_context_give_the_same_logits():
     """Inference reads attention keys from the leading context positions only: the logits of every token are those
     of the full masked attention, with the context first, padding between it and the queries, and up to 40 queries."""
@@ -202,6 +201,7 @@ def test_keys_from_the_leading_context_give_the_same_logits():
     ctx[0, n_keys + 2] = True
     moved = jax.vmap(lambda *a: model(*a, n_keys))(u, z, jnp.asarray(ctx))
     assert not np.allclose(np.asarray(moved[0]), np.asarray(jax.vmap(model)(u, z, jnp.asarray(ctx))[0]), atol=1e-4)
+
 
 def test_predictive_quantile_cdf_logpdf_consistent():
     rng = np.random.default_rng(2)
