@@ -191,6 +191,11 @@ class ModelAverage:
     def columns(self) -> dict:
         return next(iter(self.fits.values())).columns
 
+    @property
+    def runs(self):
+        """The runs the families were fitted to (the same for all)."""
+        return next(iter(self.fits.values())).runs
+
     def posterior_draws(self, max_draws: int | None = 4000, seed: int = 0, resample: bool = True) -> PosteriorDraws:
         """The mixture's :class:`~bayescale.posterior.PosteriorDraws` (each family with its own extrapolation
         error): ``max_draws`` draws split among the families by their weights, or with ``resample=False`` each

@@ -47,6 +47,36 @@ def isoflop_optima(runs) -> list[dict]:
     return out
 
 
+def _on_profile(runs, budget: float) -> np.ndarray:
+    lc = np.log10(6 * runs["N"].to_numpy(float) * runs["D"].to_numpy(float))
+    return np.abs(lc - np.log10(budget)) < PROFILE_WIDTH
+
+
+def allocation(f, profiles: list[dict], seed: int) -> list[dict]:
+    """Tokens per parameter at :data:`BUDGETS` and the isoFLOP check, for the law's optimum (``profiles=None``) and
+    for the default (checked by the isoFLOP profiles among the fitted runs). Each fitted profile is checked against
+    the optimum corrected by the other profiles only (leave-one-profile-out); the profile beyond the fitted runs by
+    all of them."""
+    import bayescale as bs
+
+    out = []
+    for name, use in (("law's optimum", None), ("checked by isoFLOP profiles", "auto")):
+        opt = bs.compute_optimal(f, list(BUDGETS), levels=(0.8,), seed=seed, profiles=use)
+        checks = []
+        for p in profiles:
+            others = use if use is None or p["C"] >= CUTOFF else f.runs[~_on_profile(f.runs, p["profile"])]
+            iso = bs.compute_optimal(f, [p["C"]], levels=(0.8,), seed=seed, profiles=others)
+            m_, a_, b_ = (float(iso[f"N_opt_{k}"].values.ravel()[0]) for k in ("median", "lower", "upper"))
+            checks.append({**p, "N_median": m_, "N_lower": a_, "N_upper": b_,
+                           "inside": bool(a_ <= p["N_parabola"] <= b_), "optimum": iso.attrs["optimum"]})
+        tpp = opt["tokens_per_param_median"].values
+        lo, hi = opt["tokens_per_param_lower"].values[0], opt["tokens_per_param_upper"].values[0]
+        out.append({"optimum": name, "note": opt.attrs["optimum"], "isoflop": checks,
+                    "tpp": {f"{c:.0e}": [float(m), float(lo_), float(hi_)]
+                            for c, m, lo_, hi_ in zip(BUDGETS, tpp, lo, hi)}})
+    return out
+
+
 def run(seed: int, draws: int) -> list[dict]:
     import bayescale as bs
     from bayescale import scoring
@@ -65,29 +95,22 @@ def run(seed: int, draws: int) -> list[dict]:
         for kind in ("default", "raw"):
             g = f if kind == "default" else f.with_error(None)
             b = g.predict(at, levels=(0.5, 0.9), seed=seed)
-            opt = bs.compute_optimal(g, list(BUDGETS), levels=(0.8,), seed=seed)
-            iso = bs.compute_optimal(g, [p["C"] for p in profiles], levels=(0.8,), seed=seed)
-            n_lo, n_hi = iso["N_opt_lower"].values[0], iso["N_opt_upper"].values[0]
-            checks = [{**p, "N_median": float(m_), "N_lower": float(a_), "N_upper": float(b_),
-                       "inside": bool(a_ <= p["N_parabola"] <= b_)}
-                      for p, m_, a_, b_ in zip(profiles, iso["N_opt_median"].values, n_lo, n_hi)]
-            tpp = opt["tokens_per_param_median"].values
-            lo, hi = opt["tokens_per_param_lower"].values[0], opt["tokens_per_param_upper"].values[0]
             rows.append({
                 "likelihood": lik, "error": kind, "ok": bool(f.ok), "fit_seconds": secs,
                 "alpha": float(nat.filter(like="alpha").iloc[0]), "beta": float(nat.filter(like="beta").iloc[0]),
                 "coverage50": float(b.covers(y, 0.5).mean()), "coverage90": float(b.covers(y, 0.9).mean()),
                 "rmsle": float(scoring.rmsle(b["run_median"].values, y)),
                 "ll": float(g.log_predictive_density(at, y, seed=seed).mean()),
-                "tpp": {f"{c:.0e}": [float(m), float(lo_), float(hi_)] for c, m, lo_, hi_ in zip(BUDGETS, tpp, lo, hi)},
-                "error_text": b.attrs["extrapolation_error"], "isoflop": checks})
+                "error_text": b.attrs["extrapolation_error"],
+                "allocation": allocation(g, profiles, seed) if kind == "default" else None})
     return rows
 
 
 def all_runs(seed: int, draws: int) -> list[dict]:
     """Each likelihood fitted to all the runs, as Besiroglu et al. 2024 fitted them (the same data): exponents and
-    compute-optimal tokens per parameter (default extrapolation error). Nothing is held out: this compares
-    allocations with the published robust fit, not predictions."""
+    compute-optimal tokens per parameter (default extrapolation error), the law's optimum and the default (checked
+    by the isoFLOP profiles). Nothing is held out: this compares allocations with the published robust fit, not
+    predictions."""
     import bayescale as bs
 
     runs = bs.datasets.chinchilla()
@@ -96,13 +119,19 @@ def all_runs(seed: int, draws: int) -> list[dict]:
         f = bs.fit(runs, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", likelihood=lik, seed=seed,
                    warmup=draws, samples=draws, progress=False)
         nat = f.summary().filter(like="published form", axis=0)["mean"]
-        opt = bs.compute_optimal(f, list(BUDGETS), levels=(0.8,), seed=seed)
-        lo, hi = opt["tokens_per_param_lower"].values[0], opt["tokens_per_param_upper"].values[0]
-        out.append({"likelihood": lik, "ok": bool(f.ok), "alpha": float(nat.filter(like="alpha").iloc[0]),
-                    "beta": float(nat.filter(like="beta").iloc[0]),
-                    "tpp": {f"{c:.0e}": [float(m), float(a), float(b)]
-                            for c, m, a, b in zip(BUDGETS, opt["tokens_per_param_median"].values, lo, hi)}})
+        row = {"likelihood": lik, "ok": bool(f.ok), "alpha": float(nat.filter(like="alpha").iloc[0]),
+               "beta": float(nat.filter(like="beta").iloc[0])}
+        for key, use in (("tpp_law", None), ("tpp", "auto")):
+            opt = bs.compute_optimal(f, list(BUDGETS), levels=(0.8,), seed=seed, profiles=use)
+            lo, hi = opt["tokens_per_param_lower"].values[0], opt["tokens_per_param_upper"].values[0]
+            row[key] = {f"{c:.0e}": [float(m), float(a), float(b)]
+                        for c, m, a, b in zip(BUDGETS, opt["tokens_per_param_median"].values, lo, hi)}
+        out.append(row)
     return out
+
+
+def _tpp(v) -> str:
+    return f"{v[0]:.1f} [{v[1]:.1f}, {v[2]:.1f}]"
 
 
 def tables(out):
@@ -111,39 +140,50 @@ def tables(out):
         return []
     res = load_json(path)
     m = res["machine"]
-    head = ["likelihood", "extrapolation error", "alpha", "beta", "cov 50%", "cov 90%", "RMSLE", "log density",
-            *(f"D*/N* at {c} (80%)" for c in res["results"][0]["tpp"])]
+    head = ["likelihood", "extrapolation error", "alpha", "beta", "cov 50%", "cov 90%", "RMSLE", "log density"]
     rows = [[r["likelihood"], r["error"], f"{r['alpha']:.3f}", f"{r['beta']:.3f}", f"{r['coverage50']:.2f}",
-             f"{r['coverage90']:.2f}", f"{r['rmsle']:.4f}", f"{r['ll']:.3f}",
-             *(f"{v[0]:.1f} [{v[1]:.1f}, {v[2]:.1f}]" for v in r["tpp"].values())] for r in res["results"]]
+             f"{r['coverage90']:.2f}", f"{r['rmsle']:.4f}", f"{r['ll']:.3f}"] for r in res["results"]]
     source = (f"chinchilla law, 4 chains x ({res['draws']} warm-up + {res['draws']} draws), fit on the {res['n_fit']} "
               f"runs below {CUTOFF:.0e} FLOP, scored on the {res['n_test']} above; published-form posterior means; "
               f"{shown(path)}")
-    iso_head = ["likelihood", "extrapolation error", *(f"{p['profile']:.0e} ({'fit' if p['C'] < CUTOFF else 'beyond'})"
-                                                       for p in res["results"][0]["isoflop"]), "inside, fit runs",
-                "inside, beyond"]
-    iso_rows = []
-    for r in res["results"]:
-        fit_in = [p["inside"] for p in r["isoflop"] if p["C"] < CUTOFF]
-        far_in = [p["inside"] for p in r["isoflop"] if p["C"] >= CUTOFF]
-        iso_rows.append([r["likelihood"], r["error"],
+    allocs = [(r["likelihood"], a) for r in res["results"] if r.get("allocation") for a in r["allocation"]]
+    first = allocs[0][1]
+    al_head = ["likelihood", "N*", *(f"D*/N* at {c} (80%)" for c in first["tpp"]),
+               "isoFLOP optimum inside the 80% interval: fitted profiles (each left out)", "profile beyond the runs"]
+    iso_head = ["likelihood", "N*", *(f"{p['profile']:.0e} ({'fit' if p['C'] < CUTOFF else 'beyond'})"
+                                      for p in first["isoflop"])]
+    al_rows, iso_rows = [], []
+    for lik, a in allocs:
+        fit_in = [p["inside"] for p in a["isoflop"] if p["C"] < CUTOFF]
+        far_in = [p["inside"] for p in a["isoflop"] if p["C"] >= CUTOFF]
+        al_rows.append([lik, a["optimum"], *(_tpp(v) for v in a["tpp"].values()), f"{sum(fit_in)}/{len(fit_in)}",
+                        f"{sum(far_in)}/{len(far_in)}"])
+        iso_rows.append([lik, a["optimum"],
                          *(f"{p['N_median'] / 1e9:.2g} [{p['N_lower'] / 1e9:.2g}, {p['N_upper'] / 1e9:.2g}]"
-                           f"{' ✓' if p['inside'] else ''}" for p in r["isoflop"]),
-                         f"{sum(fit_in)}/{len(fit_in)}", f"{sum(far_in)}/{len(far_in)}"])
+                           f"{' ✓' if p['inside'] else ''}" for p in a["isoflop"])])
     iso_rows.append(["parabola per profile", "", *(f"{p['N_parabola'] / 1e9:.2g} ({p['n_runs']} runs)"
-                                                   for p in res["results"][0]["isoflop"]), "", ""])
-    iso_source = (f"the fits above; N* in billions of parameters, posterior median [80% interval] at each profile's "
-                  f"compute, ✓ where the interval contains the optimum of a parabola of ln loss in ln N fitted to that "
-                  f"profile's runs (runs within {PROFILE_WIDTH} decade of Hoffmann et al.'s budgets); {shown(path)}")
+                                                   for p in first["isoflop"])])
+    al_source = (f"the fits above, default extrapolation error; `compute_optimal(fit, budgets, profiles=None)` (the "
+                 f"law's optimum) and its default `profiles='auto'` (the law's N* corrected by the isoFLOP profiles "
+                 f"among the fitted runs, `bayescale.decisions.isoflop`); a fitted profile is checked with the "
+                 f"correction learned from the other profiles only; {shown(path)}")
+    iso_source = (f"the same; N* in billions of parameters, posterior median [80% interval] at each profile's "
+                  f"compute, ✓ where the interval contains the optimum of a parabola of ln loss in ln N fitted to "
+                  f"that profile's runs (runs within {PROFILE_WIDTH} decade of Hoffmann et al.'s budgets); "
+                  f"{shown(path)}")
     tables_ = [Table("robust_chinchilla", m["command"], source, head, rows),
+               Table("allocation_chinchilla", m["command"], al_source, al_head, al_rows),
                Table("isoflop_chinchilla", m["command"], iso_source, iso_head, iso_rows)]
     if res.get("all_runs"):
-        all_head = ["likelihood", "alpha", "beta", *(f"D*/N* at {c} (80%)" for c in res["all_runs"][0]["tpp"])]
+        all_head = ["likelihood", "alpha", "beta", *(f"D*/N* at {c} (80%), {k}" for k in ("law's optimum", "default")
+                                                     for c in res["all_runs"][0]["tpp"])]
         all_rows = [[r["likelihood"], f"{r['alpha']:.3f}", f"{r['beta']:.3f}",
-                     *(f"{v[0]:.1f} [{v[1]:.1f}, {v[2]:.1f}]" for v in r["tpp"].values())] for r in res["all_runs"]]
-        all_rows.append(["Besiroglu et al. 2024 (Huber loss, published)", "0.348", "0.366", "about 20", "", ""])
+                     *(_tpp(v) for k in ("tpp_law", "tpp") for v in r[k].values())] for r in res["all_runs"]]
+        all_rows.append(["Besiroglu et al. 2024 (Huber loss, published)", "0.348", "0.366", "about 20", "", "", "",
+                         "", ""])
         all_source = (f"chinchilla law fitted to all {res['n_fit'] + res['n_test']} runs (the data Besiroglu et al. "
-                      f"fitted), 4 chains x ({res['draws']} + {res['draws']}), default extrapolation error; "
+                      f"fitted), 4 chains x ({res['draws']} + {res['draws']}), default extrapolation error; the law's "
+                      f"optimum (`profiles=None`) and the default (checked by the runs' isoFLOP profiles); "
                       f"{shown(path)}")
         tables_.append(Table("chinchilla_all_runs", m["command"], all_source, all_head, all_rows))
     return tables_

@@ -1,15 +1,17 @@
 """Compute-optimal allocation: analytic Chinchilla optimum, numeric solver against the closed form, custom costs,
-bad inputs, the frontier plot."""
+bad inputs, the frontier plot, and the law's optimum checked by isoFLOP profiles."""
 
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import bayescale as bs
 from bayescale.decisions import compute_optimal, default_cost
+from bayescale.decisions.isoflop import isoflop_optima
 from bayescale.plots import plot_frontier
 from bayescale.posterior import law_draws
 
@@ -61,8 +63,9 @@ def test_single_known_law_gives_point_posterior():
 
 def test_numeric_matches_closed_form_on_a_fit(chinchilla_fit):
     chinchilla_fit = chinchilla_fit.with_error(None)  # L* is then the law's at N*, which both methods find
-    closed = compute_optimal(chinchilla_fit, BUDGETS, keep_draws=True, max_draws=300)
-    numeric = compute_optimal(chinchilla_fit, BUDGETS, keep_draws=True, max_draws=300, method="numeric")
+    closed = compute_optimal(chinchilla_fit, BUDGETS, keep_draws=True, max_draws=300, profiles=None)
+    numeric = compute_optimal(chinchilla_fit, BUDGETS, keep_draws=True, max_draws=300, method="numeric",
+                              profiles=None)
     assert closed.attrs["method"] == "closed" and numeric.attrs["method"] == "numeric"
     np.testing.assert_allclose(numeric["N_opt_draws"].values, closed["N_opt_draws"].values, rtol=1e-4)
     np.testing.assert_allclose(numeric["L_opt_draws"].values, closed["L_opt_draws"].values, rtol=1e-9)
@@ -167,3 +170,89 @@ def test_decisions_do_not_load_the_plots():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr
+
+
+def law_optimum(C):
+    """N* of the fixture's central law (Hoffmann et al.'s approach-3 fit) at budgets ``C``."""
+    return analytic(E, A, ALPHA, B, BETA, np.asarray(C, float))[0]
+
+
+def isoflop_runs(budgets, n_opt, seed=0, sizes=7, spread=1.2, noise=0.003, jitter=0.03, shift=0.0):
+    """Runs on isoFLOP profiles: at each budget (scattered by up to ``jitter`` decades, as measured compute is)
+    ``sizes`` model sizes around ``n_opt`` (times ``exp(shift)``), ln loss a parabola in ln N with its minimum at
+    ``n_opt``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c, n0 in zip(budgets, n_opt):
+        n = n0 * np.exp(shift + np.linspace(-spread, spread, sizes))
+        cc = c * 10 ** rng.uniform(-jitter, jitter, sizes)
+        y = np.exp(0.5 + 0.08 * np.log(n / n0) ** 2 + rng.normal(0, noise, sizes))
+        rows += [{"N": a, "D": b / (6 * a), "y": v} for a, b, v in zip(n, cc, y)]
+    return pd.DataFrame(rows)
+
+
+def test_isoflop_optima_finds_each_profile_and_its_minimum():
+    budgets = np.array([1e18, 1e19, 1e20, 1e21])
+    truth = 2 * law_optimum(budgets)
+    runs = pd.concat([isoflop_runs(budgets, truth),
+                      isoflop_runs([1e22], [1e10], spread=0.4, shift=1.5),  # the minimum below its sizes
+                      isoflop_runs([1e23], [1e11], noise=0.05).assign(y=lambda d: d.y.mean())])  # flat
+    found = isoflop_optima(runs)
+    assert len(found) == 6
+    used = found[found.used]
+    np.testing.assert_allclose(used["budget"], budgets, rtol=0.1)
+    np.testing.assert_allclose(used["N_opt"], truth, rtol=0.03)
+    assert (used["ln_se"] > 0).all() and (used["ln_se"] < 0.05).all()
+    reasons = found.loc[~found.used, "reason"].tolist()
+    assert reasons == ["the minimum lies outside the profile's sizes",
+                       "no clear minimum (the parabola is not clearly convex)"]
+    assert isoflop_optima(runs.iloc[:3]).empty
+    with pytest.raises(bs.BayescaleError, match="columns N, D and y"):
+        isoflop_optima(runs.rename(columns={"y": "loss"}))
+
+
+def test_profiles_move_the_laws_optimum_to_theirs():
+    """The law's N* is off: the profiles' optimum is the law's times (C / 1e19)^0.1. The allocation follows the
+    profiles, also beyond them, with an interval that widens away from them; without profiles it is the law's."""
+    zeros = np.zeros(1000)  # one law, known exactly: the interval is the discrepancy's alone
+    draws = law_draws("chinchilla", {k: v + zeros for k, v in
+                                     {"E": E, "a": np.log(A), "alpha": ALPHA, "b": np.log(B), "beta": BETA}.items()})
+    budgets = np.array([1e18, 3e18, 1e19, 3e19, 1e20])
+    ratio = lambda c: (np.asarray(c) / 1e19) ** 0.1  # noqa: E731
+    runs = isoflop_runs(budgets, law_optimum(budgets) * ratio(budgets))
+    query = np.array([1e19, 1e23])
+    law = compute_optimal(draws, query, levels=(0.8,), profiles=None)
+    opt = compute_optimal(draws, query, levels=(0.8,), profiles=runs, keep_draws=True)
+    assert law.attrs["optimum"] == "the law's (no isoFLOP profiles checked)"
+    assert opt.attrs["optimum"].startswith("the law's N* corrected by 5 isoFLOP profiles")
+    np.testing.assert_allclose(opt["N_opt_median"] / law["N_opt_median"], ratio(query), rtol=0.05)
+    np.testing.assert_allclose(opt["D_opt_draws"] * opt["N_opt_draws"] * 6, np.broadcast_to(query, (1000, 2)),
+                               rtol=1e-9)
+    lo, hi = opt["N_opt_lower"].values[0], opt["N_opt_upper"].values[0]
+    assert np.all((lo < law_optimum(query) * ratio(query)) & (law_optimum(query) * ratio(query) < hi))
+    assert np.log(hi[1] / lo[1]) > 2 * np.log(hi[0] / lo[0])  # four decades beyond the profiles: less sure
+    assert opt["profile_used"].values.all() and len(opt["profile_N_opt"]) == 5
+    np.testing.assert_allclose(opt["profile_N_opt"], law_optimum(budgets) * ratio(budgets), rtol=0.03)
+
+
+def test_too_few_profiles_keep_the_laws_optimum(known, chinchilla_fit):
+    _, draws = known
+    runs = isoflop_runs([1e18, 1e19], 2 * law_optimum([1e18, 1e19]))
+    law = compute_optimal(draws, [1e22], profiles=None)
+    two = compute_optimal(draws, [1e22], profiles=runs)
+    np.testing.assert_allclose(two["N_opt_median"], law["N_opt_median"], rtol=1e-12)
+    assert "2 isoFLOP profiles of the runs measure an optimum; 3 are needed" in two.attrs["optimum"]
+    assert two["profile_N_opt"].size == 2
+    # "auto" reads the runs of what it is given (a Fit's, a ModelAverage's); bare draws have none
+    class Fitted:
+        runs = isoflop_runs([1e18, 1e19, 1e20], 2 * law_optimum([1e18, 1e19, 1e20]))
+
+        def posterior_draws(self, max_draws, seed):
+            return draws
+
+    assert "corrected by 3 isoFLOP profiles" in compute_optimal(Fitted(), [1e22]).attrs["optimum"]
+    assert "0 isoFLOP profiles" in compute_optimal(chinchilla_fit, [1e22], max_draws=200).attrs["optimum"]
+    assert compute_optimal(draws, [1e22]).attrs["optimum"] == "the law's (no isoFLOP profiles checked)"
+    for bad in ("bogus", 3):
+        with pytest.raises(bs.BayescaleError, match="profiles must be"):
+            compute_optimal(draws, [1e22], profiles=bad)

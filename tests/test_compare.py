@@ -45,6 +45,7 @@ def test_weights_follow_extrapolation_not_in_sample_fit(fits):
     assert loo.attrs["ic"] == "loo" and loo.loc["test_logquad", "weight"] > 0.9
     avg = bs.model_average(fits)
     assert avg.table.attrs["ic"] == "lfo" and avg.weights["M1"] > 0.9
+    assert avg.runs is fits["M1"].runs  # what compute_optimal(avg, profiles="auto") searches for isoFLOP profiles
 
 
 def test_ic_is_checked_and_pymc_like_fits_fall_back_to_loo(fits):

@@ -104,12 +104,14 @@ def test_fit_and_predict_summary(run_notebook):
 
 
 def test_compute_optimal_table_states_its_caveat():
-    """Notebook 03 shows a compute-optimal table far from Chinchilla's ~20 tokens per parameter: the cell right after
-    it says why and what to read instead (issue 18)."""
+    """Notebook 03's compute-optimal table: the cell right after it says what its N* rests on (the runs' isoFLOP
+    profiles, the law's optimum without them), how far the law alone is from Chinchilla's ~20 tokens per parameter
+    and what to use where there are no profiles (issues 16, 18)."""
     cells = json.loads((NOTEBOOK_DIR / "03_decisions.ipynb").read_text())["cells"]
     at = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "tokens/param" in "".join(c["source"]))
     after = "".join(cells[at + 1]["source"])
     assert cells[at + 1]["cell_type"] == "markdown" and "20 tokens per parameter" in after and "logstudentt" in after
+    assert "isoFLOP profiles" in after and "profiles=None" in after
 
 
 def test_pfn_plot_has_distinct_legend_and_named_axes(tmp_path):

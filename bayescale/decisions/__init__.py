@@ -3,8 +3,11 @@
 Each asks :func:`bayescale.posterior.posterior_draws` for its draws (so a calibrated extrapolation error counts),
 and works on any fit or model average. Modules, in dependency order (each imports only those above it):
 
+- :mod:`~bayescale.decisions.isoflop`: :func:`~bayescale.decisions.isoflop.isoflop_optima`, the optima that
+  isoFLOP profiles among the runs measure, and how far a law's optimum lies from them;
 - :mod:`~bayescale.decisions.allocation`: :func:`compute_optimal`, the posterior of N*(C), D*(C), L*(C) solved per
-  draw, under :func:`default_cost` (6ND) or any cost (the frontier plot: :func:`bayescale.plots.plot_frontier`);
+  draw, under :func:`default_cost` (6ND) or any cost, checked by the runs' isoFLOP profiles where they have them
+  (the frontier plot: :func:`bayescale.plots.plot_frontier`);
 - :mod:`~bayescale.decisions.next_runs`: :func:`next_runs`, candidate runs ranked by expected narrowing of a
   target per unit cost (:class:`SearchOptions`);
 - :mod:`~bayescale.decisions.risk`: :func:`assess_risk`, the numbers of a risk report (:class:`RiskReport`);
@@ -15,6 +18,7 @@ Importing this package does not import matplotlib: the plotting functions load i
 """
 
 from bayescale.decisions.allocation import compute_optimal
+from bayescale.decisions.isoflop import isoflop_optima
 from bayescale.runs import default_cost
 from bayescale.decisions.next_runs import SearchOptions, candidate_grid, next_runs, parse_target
 from bayescale.decisions.report import check_in_browser, chromium, risk_report, write_report
@@ -23,5 +27,5 @@ from bayescale.decisions.risk import (RiskReport, assess_risk, check_target_loss
 
 __all__ = ["RiskReport", "SearchOptions", "assess_risk", "candidate_grid", "check_in_browser",
            "check_target_loss", "chromium", "compute_optimal", "default_cost", "fit_families", "format_size",
-           "next_runs", "parse_option", "parse_size", "parse_target", "risk_report",
+           "isoflop_optima", "next_runs", "parse_option", "parse_size", "parse_target", "risk_report",
            "write_report"]

@@ -9,18 +9,25 @@ answer carries the fit's uncertainty (and, for a :class:`~bayescale.ModelAverage
   N* = G (C/6)^(beta/(alpha+beta))) under the default cost uses it, D* = C / (6 N*);
 - otherwise a vectorised search over ln N on a wide grid, refined on a fine grid and by parabolic interpolation.
 
+IsoFLOP profiles among the runs (several sizes at one budget) measure the optimum without a law, and a law's form
+can miss it (:mod:`bayescale.decisions.isoflop`). Where the runs hold three or more such profiles (``profiles``),
+each draw's N* is the law's times the learned discrepancy (a line in log compute with its uncertainty, wider away
+from the profiles); otherwise the optimum is the law's, and its interval carries the posterior's uncertainty only.
+
 L* is the curve at the optimum with its extrapolation error (:meth:`bayescale.posterior.PosteriorDraws.curve`):
-a calibrated fit is less sure of the loss far beyond its runs. The optimum (N*, D*) itself is the law's: a
-multiplicative error that grows with the distance from the runs would otherwise push it toward or away from them
-by construction.
+a calibrated fit is less sure of the loss far beyond its runs. The extrapolation error does not move (N*, D*): a
+multiplicative error that grows with the distance from the runs would push the optimum toward or away from them by
+construction.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from bayescale.bands import check_levels, summarize_draws
+from bayescale.decisions.isoflop import MIN_PROFILES, OptimumDiscrepancy, isoflop_optima
 from bayescale.errors import BayescaleError
 from bayescale.posterior import Component, PosteriorDraws, posterior_draws
 from bayescale.runs import default_cost
@@ -107,32 +114,10 @@ def _closed_form(comp: Component, budgets: np.ndarray):
     return n, _tokens_for(None, n, budgets[None, :])
 
 
-def compute_optimal(model, budgets, cost=None, *, levels=DEFAULT_ALLOC_LEVELS, max_draws: int | None = 2000,
-                    keep_draws: bool = False, method: str = "auto", seed: int = 0) -> xr.Dataset:
-    """Posterior of the compute-optimal model size N*, tokens D* and loss L* at each budget.
-
-    ``model``: a :class:`~bayescale.Fit` or :class:`~bayescale.ModelAverage` of laws in N and D (or
-    :class:`PosteriorDraws`). ``budgets``: compute budgets C (FLOP when ``cost`` is the default 6ND).
-    ``cost(N, D)``: a vectorised function returning the cost, increasing in D. ``method``: ``"auto"`` (the law's closed
-    form under 6ND where it has one, numeric otherwise), ``"closed"`` or ``"numeric"``.
-
-    Returns an xarray Dataset with dims ``budget`` and ``level``: ``N_opt``, ``D_opt``, ``L_opt`` and
-    ``tokens_per_param`` as ``*_median``, ``*_mean``, ``*_lower``/``*_upper`` (central intervals per level);
-    ``at_edge`` (fraction of draws whose optimum hit the search range, numeric method); with ``keep_draws`` also the
-    draws (dims ``draw``, ``budget``). ``L_opt`` is the law's mean loss (the curve with its extrapolation error,
-    without run-to-run noise). The attrs record the extrapolation error per law (``extrapolation_tau``).
-    """
-    if method not in ("auto", "closed", "numeric"):
-        raise BayescaleError(f"method must be 'auto', 'closed' or 'numeric', got {method!r}")
-    if cost is not None and not callable(cost):
-        raise BayescaleError("cost must be a function cost(N, D) -> compute (vectorised, increasing in D), or None for 6ND")
-    budgets = _check_budgets(budgets)
-    levels = check_levels(levels)
-    draws = posterior_draws(model, max_draws=max_draws, seed=seed)
-    _check_nd(draws)
-    z = draws.error_z(seed)
-    ns, ds, ls, edges, used = [], [], [], [], set()
-    for comp, sl in draws.parts():
+def _law_optimum(draws: PosteriorDraws, budgets: np.ndarray, cost, method: str):
+    """The law's optimum per draw: (N*, D*, at_edge), each (S, B), and the methods used."""
+    ns, ds, edges, used = [], [], [], set()
+    for comp, _ in draws.parts():
         closed = comp.law.optimum is not None and cost is None
         if method == "closed" and not closed:
             raise BayescaleError(f"no closed form for law {comp.law.name!r}"
@@ -144,16 +129,103 @@ def compute_optimal(model, budgets, cost=None, *, levels=DEFAULT_ALLOC_LEVELS, m
         else:
             n, d, e = _numeric_optimum(comp, budgets, cost)
             used.add("numeric")
-        L = comp.curve({"N": n, "D": d}, z[sl], paired=True)
-        ns.append(n), ds.append(d), ls.append(L), edges.append(e)
-    n, d, L, e = (np.concatenate(a, axis=0) for a in (ns, ds, ls, edges))
+        ns.append(n), ds.append(d), edges.append(e)
+    return (*(np.concatenate(a, axis=0) for a in (ns, ds, edges)), used)
+
+
+def _profile_runs(model, profiles):
+    """The run table whose isoFLOP profiles check the law's optimum, or None."""
+    if profiles is None or (isinstance(profiles, str) and profiles.lower() == "none"):
+        return None
+    if isinstance(profiles, str):
+        if profiles.lower() != "auto":
+            raise BayescaleError(f"profiles must be 'auto' (the fit's own runs), None, or a table of runs with "
+                                 f"columns N, D and y; got {profiles!r}")
+        return getattr(model, "runs", None)
+    if not isinstance(profiles, pd.DataFrame):
+        raise BayescaleError(f"profiles must be 'auto', None, or a DataFrame of runs (columns N, D, y); got "
+                             f"{type(profiles).__name__}")
+    return profiles
+
+
+def compute_optimal(model, budgets, cost=None, *, levels=DEFAULT_ALLOC_LEVELS, max_draws: int | None = 2000,
+                    keep_draws: bool = False, method: str = "auto", seed: int = 0, profiles="auto") -> xr.Dataset:
+    """Posterior of the compute-optimal model size N*, tokens D* and loss L* at each budget.
+
+    Parameters
+    ----------
+    model : Fit, ModelAverage or PosteriorDraws
+        Laws in N and D.
+    budgets : float or list of float
+        Compute budgets C (FLOP when ``cost`` is the default 6ND).
+    cost : callable, optional
+        ``cost(N, D)``, vectorised, increasing in D; None: :func:`default_cost`.
+    levels : tuple of float
+        Central interval levels.
+    max_draws : int or None
+        Posterior draws used.
+    keep_draws : bool
+        Also return the draws.
+    method : {"auto", "closed", "numeric"}
+        The law's closed form under 6ND where it has one (``auto``), or the numeric search.
+    seed : int
+        Seeds the extrapolation error's and the optimum discrepancy's draws.
+    profiles : "auto", None or DataFrame
+        IsoFLOP profiles that check the law's optimum (:mod:`bayescale.decisions.isoflop`): ``"auto"`` finds them
+        in the fit's own runs (:attr:`bayescale.Fit.runs`); a DataFrame of runs (columns N, D, y) is searched
+        instead; None keeps the law's optimum. With at least :data:`~bayescale.decisions.isoflop.MIN_PROFILES`
+        profiles that measure an optimum, each draw's N* is the law's times ``exp`` of a draw of their
+        discrepancy, and D* follows from the cost.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``budget`` and ``level``: ``N_opt``, ``D_opt``, ``L_opt`` and ``tokens_per_param`` as ``*_median``,
+        ``*_mean``, ``*_lower``/``*_upper``; ``at_edge`` (fraction of draws whose optimum hit the search range,
+        numeric method); with profiles, dim ``profile``: ``profile_budget``, ``profile_N_opt`` (the parabola's),
+        ``profile_N_law`` (the law's median) and ``profile_used``; with ``keep_draws`` the draws (dims ``draw``,
+        ``budget``). ``L_opt`` is the law's mean loss at the optimum with its extrapolation error, without
+        run-to-run noise. Attrs: ``extrapolation_tau`` per law and ``optimum`` (the law's, or how the profiles
+        corrected it).
+    """
+    if method not in ("auto", "closed", "numeric"):
+        raise BayescaleError(f"method must be 'auto', 'closed' or 'numeric', got {method!r}")
+    if cost is not None and not callable(cost):
+        raise BayescaleError("cost must be a function cost(N, D) -> compute (vectorised, increasing in D), or None for 6ND")
+    budgets = _check_budgets(budgets)
+    levels = check_levels(levels)
+    runs = _profile_runs(model, profiles)
+    draws = posterior_draws(model, max_draws=max_draws, seed=seed)
+    _check_nd(draws)
+    n, d, e, used = _law_optimum(draws, budgets, cost, method)
+    optima = None if runs is None else isoflop_optima(runs, cost)
+    note = "the law's (no isoFLOP profiles checked)" if runs is None else "the law's"
+    if optima is not None:
+        found = optima[optima["used"]]
+        if len(found) >= MIN_PROFILES:
+            n_law = _law_optimum(draws, found["budget"].to_numpy(float), cost, method)[0]
+            disc = OptimumDiscrepancy.learn(found, np.log(n_law))
+            n = n * np.exp(disc.draws(budgets, n.shape[0], np.random.SeedSequence([seed, 1])))
+            d = _tokens_for(cost, n, budgets[None, :])
+            note = disc.describe()
+        else:
+            note += (f" ({len(found)} isoFLOP profile{'s' * (len(found) != 1)} of the runs measure an optimum; "
+                     f"{MIN_PROFILES} are needed to check it)")
+    z = draws.error_z(seed)
+    L = np.concatenate([comp.curve({"N": n[sl], "D": d[sl]}, z[sl], paired=True) for comp, sl in draws.parts()])
     ds_ = xr.Dataset(coords={"budget": budgets, "level": levels})
     for name, arr in (("N_opt", n), ("D_opt", d), ("L_opt", L), ("tokens_per_param", d / n)):
         summarize_draws(ds_, name, arr, levels, "budget")
         if keep_draws:
             ds_[f"{name}_draws"] = (("draw", "budget"), arr)
     ds_["at_edge"] = ("budget", e.mean(axis=0))
+    if optima is not None and len(optima):
+        n_law = _law_optimum(draws, optima["budget"].to_numpy(float), cost, method)[0]
+        ds_["profile_budget"] = ("profile", optima["budget"].to_numpy(float))
+        ds_["profile_N_opt"] = ("profile", optima["N_opt"].to_numpy(float))
+        ds_["profile_N_law"] = ("profile", np.median(n_law, axis=0))
+        ds_["profile_used"] = ("profile", optima["used"].to_numpy(bool))
     ds_.attrs.update(laws=",".join(draws.law_names), source=draws.source, method="+".join(sorted(used)),
-                     extrapolation_tau=",".join(f"{k}:{v:g}" for k, v in draws.taus.items()),
+                     extrapolation_tau=",".join(f"{k}:{v:g}" for k, v in draws.taus.items()), optimum=note,
                      cost="6ND" if cost is None else getattr(cost, "__name__", "custom"), n_draws=int(n.shape[0]))
     return ds_
