@@ -458,6 +458,60 @@ def cmd_next_runs(args) -> int:
     return 0
 
 
+def cmd_compute_optimal(args) -> int:
+    from bayescale.decisions import compute_optimal  # defer heavy imports
+    from bayescale.decisions.risk import format_size
+
+    if not args.runs:
+        raise BayescaleError("compute-optimal: give the pilot runs (CSV/Parquet) or a saved fit (.nc from "
+                             "`bayescale fit --out`)")
+    budgets = []
+    for b in args.budget:
+        for v in (t.strip() for t in b.split(",")):
+            try:
+                budgets.append(parse_size(v))
+            except (ValueError, BayescaleError):
+                raise BayescaleError(f"--budget {v!r}: give compute budgets as numbers, e.g. --budget 1e22 "
+                                     "--budget 1e24 (FLOP under 6ND)") from None
+    levels = _levels(args.levels)
+    saved = _saved_fit(args.runs)
+    if saved is not None:
+        _check_fit_laws(args, {saved.law.name: saved})
+        f = saved
+    else:
+        law = _runs_law(args, "compute-optimal")
+        f = bs.fit(args.runs, law, **_fit_kwargs(args, law))
+    opt = compute_optimal(f, budgets, levels=levels, seed=args.seed,
+                          profiles=None if args.profiles == "none" else "auto")
+    lv = max(levels)
+    rows = []
+    for i, c in enumerate(opt["budget"].values):
+        def iv(name, fmt):
+            lo, hi = (float(opt[f"{name}_{k}"].sel(level=lv).values[i]) for k in ("lower", "upper"))
+            return f"{fmt(float(opt[f'{name}_median'].values[i]))} [{fmt(lo)}, {fmt(hi)}]"
+        rows.append({"budget (FLOP)": f"{c:.3g}", f"N* ({lv:.0%})": iv("N_opt", format_size),
+                     f"D* ({lv:.0%})": iv("D_opt", format_size),
+                     "tokens per parameter": iv("tokens_per_param", lambda v: f"{v:.3g}"),
+                     f"L* ({lv:.0%})": iv("L_opt", lambda v: f"{v:.4g}")})
+    if args.json:
+        keep = [v for v in opt.data_vars if not v.endswith("_draws")]
+        out = {v: np.asarray(opt[v].values).tolist() for v in keep}
+        print(json.dumps({"budget": opt["budget"].values.tolist(), "level": opt["level"].values.tolist(), **out,
+                          "optimum": opt.attrs["optimum"], "fit_ok": bool(f.ok)}, indent=2, default=float))
+        return 0
+    print(_text_table(rows))
+    print(f"N*: {opt.attrs['optimum']}")
+    if "profile_budget" in opt:
+        prof = [{"isoFLOP profile (FLOP)": f"{b:.3g}", "N* of its runs (parabola)": format_size(n) if n == n else "-",
+                 "N* of the law": format_size(m), "used": "yes" if u else "no"}
+                for b, n, m, u in zip(opt["profile_budget"].values, opt["profile_N_opt"].values,
+                                      opt["profile_N_law"].values, opt["profile_used"].values)]
+        print(_text_table(prof))
+    if not f.ok:
+        print("warning: the fit's diagnostics failed: " + "; ".join(f.warnings))
+    return 0
+
+
 def _readable_next_runs(table: pd.DataFrame, inputs: list) -> pd.DataFrame:
     """next_runs' table in units a person uses: what to train, what it costs, what it buys."""
     from bayescale.decisions.risk import format_size  # defer heavy imports
@@ -641,6 +695,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the whole ranking as CSV")
     _add_fit_args(p, saved_fit=True)
     p.set_defaults(func=cmd_next_runs)
+    p = sub.add_parser("compute-optimal", help="the compute-optimal model size, tokens and loss at given budgets")
+    p.add_argument("--law", help=_law_help() + "; not needed with a saved fit")
+    p.add_argument("--budget", action="append", required=True,
+                   help="a compute budget in FLOP (6ND), e.g. 1e24; repeat or comma-separate for several")
+    p.add_argument("--profiles", default="auto", choices=["auto", "none"],
+                   help="auto: check the law's optimum against the isoFLOP profiles among the runs (several sizes "
+                   "at one budget) and follow them where there are three or more; none: the law's optimum")
+    p.add_argument("--levels", default="0.8", help="interval levels (the widest is shown; default 0.8)")
+    _add_fit_args(p, saved_fit=True)
+    p.set_defaults(func=cmd_compute_optimal)
     p = sub.add_parser("report", help="risk report for a budget decision (HTML, Markdown, JSON)")
     p.add_argument("--law", help=_law_help() + "; default: the first of --laws; not needed with saved fits")
     p.add_argument("--laws", help="several families (comma-separated): headline numbers from their stacking average; "

@@ -246,3 +246,38 @@ def test_report_law_optional_with_laws_and_out_file_is_an_error(runs_csv, tmp_pa
         assert main([*base, *family, "--out", str(existing)]) == 2  # before any fitting
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "is an existing file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compute_optimal_from_a_saved_fit_and_from_isoflop_runs(fit_files, tmp_path, capsys):
+    """`bayescale compute-optimal`: N*, D*, tokens per parameter and L* with intervals; the law's optimum where the
+    runs hold no isoFLOP profile, checked by them where they do (issue 16)."""
+    assert main(["compute-optimal", str(fit_files[0]), "--budget", "1e22,1e24", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["budget"] == [1e22, 1e24] and res["level"] == [0.8]
+    assert res["optimum"].startswith("the law's (0 isoFLOP profiles")
+    lo, med, hi = (res[f"N_opt_{k}"] for k in ("lower", "median", "upper"))
+    assert lo[0][0] < med[0] < hi[0][0] and med[0] < med[1]
+    # runs on isoFLOP profiles (sizes around Hoffmann et al.'s optimum at four budgets, 1% noise)
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    E, A, alpha, B, beta = 1.69, 406.4, 0.34, 410.7, 0.28
+    g = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
+    rows = []
+    for c in (1e18, 1e19, 1e20, 1e21):
+        n = g * (c / 6) ** (beta / (alpha + beta)) * np.exp(np.linspace(-1.5, 1.5, 7))
+        d = c / (6 * n)
+        rows.append(pd.DataFrame({"params": n, "tokens": d, "loss": (E + A / n**alpha + B / d**beta)
+                                  * np.exp(rng.normal(0, 0.01, 7))}))
+    path = tmp_path / "isoflop.csv"
+    pd.concat(rows).to_csv(path, index=False)
+    assert main(["compute-optimal", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--budget",
+                 "1e23", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "tokens per parameter" in out and "corrected by 4 isoFLOP profiles" in out
+    assert "isoFLOP profile (FLOP)" in out and out.count(" yes") == 4
+    assert main(["compute-optimal", str(fit_files[0]), "--budget", "lots"]) == 2
+    assert "--budget 'lots'" in capsys.readouterr().err
+    assert main(["compute-optimal", str(path), "--budget", "1e23"]) == 2
+    assert "give --law" in capsys.readouterr().err

@@ -36,6 +36,7 @@ def test_parse_size_and_option():
 def test_format_size_and_target_loss():
     assert format_size(7e10) == "70B" and format_size(1.4e12) == "1.4T" and format_size(512) == "512"
     assert all(parse_size(format_size(v)) == v for v in (7e10, 1.4e12, 3.5e8, 2e3))
+    assert format_size(9.996e11) == "1T" and format_size(999.6) == "1K"  # rounding reaches the next unit
     assert check_target_loss("2.5") == 2.5
     for bad in (None, "low", float("inf")):
         with pytest.raises(bs.BayescaleError, match="target_loss"):

@@ -199,18 +199,20 @@ def compute_optimal(model, budgets, cost=None, *, levels=DEFAULT_ALLOC_LEVELS, m
     _check_nd(draws)
     n, d, e, used = _law_optimum(draws, budgets, cost, method)
     optima = None if runs is None else isoflop_optima(runs, cost)
-    note = "the law's (no isoFLOP profiles checked)" if runs is None else "the law's"
+    note = "the law's (no isoFLOP profiles checked)"
     if optima is not None:
-        found = optima[optima["used"]]
-        if len(found) >= MIN_PROFILES:
-            n_law = _law_optimum(draws, found["budget"].to_numpy(float), cost, method)[0]
-            disc = OptimumDiscrepancy.learn(found, np.log(n_law))
+        found = optima["used"].to_numpy(bool)
+        k = int(found.sum())
+        n_law = (_law_optimum(draws, optima["budget"].to_numpy(float), cost, method)[0] if len(optima)
+                 else np.empty((n.shape[0], 0)))  # (S, profiles)
+        if k >= MIN_PROFILES:
+            disc = OptimumDiscrepancy.learn(optima[found], np.log(n_law[:, found]))
             n = n * np.exp(disc.draws(budgets, n.shape[0], np.random.SeedSequence([seed, 1])))
             d = _tokens_for(cost, n, budgets[None, :])
             note = disc.describe()
         else:
-            note += (f" ({len(found)} isoFLOP profile{'s' * (len(found) != 1)} of the runs measure an optimum; "
-                     f"{MIN_PROFILES} are needed to check it)")
+            note = (f"the law's ({k} isoFLOP profile{'s' * (k != 1)} of the runs measure an "
+                    f"optimum; {MIN_PROFILES} are needed to check it)")
     z = draws.error_z(seed)
     L = np.concatenate([comp.curve({"N": n[sl], "D": d[sl]}, z[sl], paired=True) for comp, sl in draws.parts()])
     ds_ = xr.Dataset(coords={"budget": budgets, "level": levels})
@@ -220,7 +222,6 @@ def compute_optimal(model, budgets, cost=None, *, levels=DEFAULT_ALLOC_LEVELS, m
             ds_[f"{name}_draws"] = (("draw", "budget"), arr)
     ds_["at_edge"] = ("budget", e.mean(axis=0))
     if optima is not None and len(optima):
-        n_law = _law_optimum(draws, optima["budget"].to_numpy(float), cost, method)[0]
         ds_["profile_budget"] = ("profile", optima["budget"].to_numpy(float))
         ds_["profile_N_opt"] = ("profile", optima["N_opt"].to_numpy(float))
         ds_["profile_N_law"] = ("profile", np.median(n_law, axis=0))

@@ -37,6 +37,7 @@ __all__ = ["RiskReport", "assess_risk", "check_target_loss", "default_candidates
 
 def format_size(v: float) -> str:
     """7e10 -> ``"70B"``, 1.4e12 -> ``"1.4T"`` (3 significant digits; the inverse of :func:`parse_size`)."""
+    v = float(f"{v:.3g}")  # rounded first: 9.996e11 is "1T", not "1e+03B"
     for s, f in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if v >= f:
             return f"{v / f:.3g}{s}"
