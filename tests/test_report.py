@@ -120,6 +120,26 @@ def test_the_verdict_names_failing_fits_by_their_weight():
     assert used.startswith("WARNING: the kaplan fit (weight 0.60) failed its diagnostics (3 divergences)")
 
 
+def test_each_option_is_set_against_the_compute_optimal_split(report):
+    """Laws in N and D: the report says, at each option's compute, where the compute-optimal N* lies (80%) and
+    whether the option's own N is within it, larger or smaller (issue 16: decisions see the allocation)."""
+    rep, _, out = report
+    al = rep.summary["allocation"]
+    assert set(al["options"]) == set(OPTIONS) and "isoFLOP" in al["note"]
+    for lab, a in al["options"].items():
+        assert a["N_opt_lo80"] < a["N_opt"] < a["N_opt_hi80"]
+        inside = a["N_opt_lo80"] <= a["N"] <= a["N_opt_hi80"]
+        assert a["verdict"] == ("within it" if inside else "a larger model" if a["N"] > a["N_opt_hi80"]
+                                else "a smaller model")
+        run = parse_option(lab)
+        assert a["N"] == run["N"] and a["tokens_per_param"] == pytest.approx(run["D"] / run["N"])
+    # 70B,1.4T and 35B,2.8T spend the same compute, so they share one optimum; 1e9,2e10 spends less
+    n_opt = [al["options"][lab]["N_opt"] for lab in OPTIONS]
+    assert n_opt[0] == pytest.approx(n_opt[1]) and n_opt[2] < n_opt[0]
+    md = (out / "report.md").read_text()
+    assert "## Compute-optimal split" in md and "compute-optimal N* (80%)" in md
+
+
 def test_files_are_self_contained(report):
     rep, target, out = report
     assert json.loads((out / "report.json").read_text())["options"]["70B,1.4T"]["p_meet"] == \

@@ -139,6 +139,11 @@ ERROR_TEXT = ("Beyond the pilot runs every band carries the law's extrapolation 
               "predicted from the rest by importance sampling). The table shows that evidence.")
 
 
+ALLOCATION_TEXT = ("At each option's compute, the split between parameters N and tokens D that minimises the loss "
+                   "(the posterior of N* per draw: bayescale.compute_optimal). An option outside the 80% interval of "
+                   "N* spends its compute on a model larger or smaller than the runs support.")
+
+
 def _tables(rep: RiskReport) -> dict:
     s = rep.summary
     labels = list(s["options"])
@@ -165,6 +170,15 @@ def _tables(rep: RiskReport) -> dict:
                                        "sd now": [f"{v:.4f}" for v in show["target_sd"]],
                                        "expected sd after": [f"{v:.4f}" for v in show["expected_sd_after"]],
                                        "narrowing of the variance": [f"{v:.0%}" for v in show["reduction_frac"]]})
+    alloc = (s.get("allocation") or {}).get("options") or {}
+    if alloc:
+        tables["allocation"] = pd.DataFrame([{
+            "option": lab, "N": format_size(a["N"]), "tokens per parameter": f"{a['tokens_per_param']:.3g}",
+            "compute-optimal N* (80%)": f"{format_size(a['N_opt'])} [{format_size(a['N_opt_lo80'])}, "
+                                        f"{format_size(a['N_opt_hi80'])}]",
+            "its tokens per parameter (80%)": f"{a['tokens_per_param_opt']:.3g} [{a['tokens_per_param_opt_lo80']:.3g}, "
+                                              f"{a['tokens_per_param_opt_hi80']:.3g}]",
+            "the option is": a["verdict"]} for lab, a in alloc.items()])
     ev = s.get("extrapolation_error", {})
     tables["error"] = pd.DataFrame([{
         "family": n, "tau (median, 90%)": (f"{e['tau']:.3g} [{e['tau_lo90']:.3g}, {e['tau_hi90']:.3g}]" if "tau" in e
@@ -302,6 +316,9 @@ def _write(out: Path, summary: dict, tables: dict, images: dict) -> dict:
         md += ["## Option A beats option B", "", "P(row's loss < column's loss), from joint posterior draws.", "",
                _md_table(tables["versus"]), ""]
     md += ["## Law family", "", summary["family_text"], "", _md_table(tables["families"]), ""]
+    if "allocation" in tables:
+        md += ["## Compute-optimal split", "", ALLOCATION_TEXT, "", f"N*: {summary['allocation']['note']}.", "",
+               _md_table(tables["allocation"]), ""]
     md += ["## Next pilot run", "", summary["next_run_text"], ""]
     if "next" in tables:
         md += [_md_table(tables["next"]), ""]
@@ -323,6 +340,10 @@ def _write(out: Path, summary: dict, tables: dict, images: dict) -> dict:
                  _html_table(tables["versus"])]
     body += ["<h2>Law family</h2>", f"<p>{html.escape(summary['family_text'])}</p>", _html_table(tables["families"]),
              img("families", "sensitivity to the law family")]
+    if "allocation" in tables:
+        body += ["<h2>Compute-optimal split</h2>", f"<p>{html.escape(ALLOCATION_TEXT)}</p>",
+                 f"<p class=note>N*: {html.escape(summary['allocation']['note'])}.</p>",
+                 _html_table(tables["allocation"])]
     body += ["<h2>Next pilot run</h2>", f"<p>{html.escape(summary['next_run_text'])}</p>"]
     if "next" in tables:
         body.append(_html_table(tables["next"]))

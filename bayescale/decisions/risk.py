@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bayescale.compare import model_average
+from bayescale.decisions.allocation import compute_optimal
 from bayescale.runs import default_cost, parse_size, query_points
 from bayescale.decisions.next_runs import SearchOptions, candidate_grid, next_runs
 from bayescale.errors import BayescaleError
@@ -221,6 +222,29 @@ def _option_costs(frame: pd.DataFrame, law, cost) -> np.ndarray:
     return frame[names[0]].to_numpy(float)
 
 
+def _allocation(model, law, frame: pd.DataFrame, labels: list, cost_of: dict, cost, seed: int) -> dict | None:
+    """Per option (laws in N and D): the compute-optimal split at the option's compute
+    (:func:`~bayescale.decisions.allocation.compute_optimal`, 80% intervals; checked by the runs' isoFLOP profiles
+    where they have them) and where the option's own N lies against it; None for other laws."""
+    if set(law.input_names) != {"N", "D"}:
+        return None
+    c = None if cost is None else (lambda n, d: cost(*[{"N": n, "D": d}[k] for k in law.input_names]))
+    try:
+        opt = compute_optimal(model, [cost_of[lab] for lab in labels], cost=c, levels=(0.8,), seed=seed)
+    except BayescaleError as exc:
+        return {"note": f"not computed: {exc}", "options": {}}
+    out = {}
+    for i, lab in enumerate(labels):
+        n, d = float(frame["N"].iloc[i]), float(frame["D"].iloc[i])
+        lo, hi = (float(opt[f"N_opt_{k}"].values[0, i]) for k in ("lower", "upper"))
+        t_lo, t_hi = (float(opt[f"tokens_per_param_{k}"].values[0, i]) for k in ("lower", "upper"))
+        where = "within it" if lo <= n <= hi else ("a larger model" if n > hi else "a smaller model")
+        out[lab] = {"N": n, "tokens_per_param": d / n, "N_opt": float(opt["N_opt_median"].values[i]), "N_opt_lo80": lo,
+                    "N_opt_hi80": hi, "tokens_per_param_opt": float(opt["tokens_per_param_median"].values[i]),
+                    "tokens_per_param_opt_lo80": t_lo, "tokens_per_param_opt_hi80": t_hi, "verdict": where}
+    return {"note": opt.attrs["optimum"], "options": out}
+
+
 def _option_stats(d: np.ndarray, target: float) -> dict:
     q = np.quantile(d, [0.025, 0.1, 0.5, 0.9, 0.975])
     worst = np.sort(d)[int(np.floor(0.95 * len(d))):]
@@ -415,6 +439,7 @@ def assess_risk(fits: dict, options, target_loss: float, *, candidates=None, cos
         "family_text": _family_text(fits, model, fam_table, labels, target),
         "next_run": next_info, "next_run_text": next_text,
         "extrapolation_error": _error_evidence(fits),
+        "allocation": _allocation(model, law, frame, labels, cost_of, cost, seed),
         "n_draws": int(draws.shape[0]),
     }
     return RiskReport(summary=summary, draws=draws, fits=fits, model=model, next_runs=nr, families=fam_table)
