@@ -295,7 +295,7 @@ def compute_to_reach(steps: list[dict], threshold: float) -> float:
     return float("inf")
 
 
-def _held(steps: list[dict], cgrid: np.ndarray, key: str = "rmsle") -> np.ndarray:
+def held(steps: list[dict], cgrid: np.ndarray, key: str = "rmsle") -> np.ndarray:
     """``key`` after the last acquisition within each compute of ``cgrid`` (held after the last one)."""
     comp = np.array([s["compute"] for s in steps])
     val = np.array([s[key] for s in steps])
@@ -319,8 +319,8 @@ def pooled_summary(worlds: list[dict], n_acquire: int = 12) -> dict:
     def at_n(w, s):
         return w[s][min(n_acquire, len(w[s]) - 1)]
 
-    curve = {s: rms([_held(w[s], cgrid) for w in worlds], axis=0) for s in strats}
-    sd_curve = {s: rms([_held(w[s], cgrid, "sd") for w in worlds], axis=0) for s in strats}
+    curve = {s: rms([held(w[s], cgrid) for w in worlds], axis=0) for s in strats}
+    sd_curve = {s: rms([held(w[s], cgrid, "sd") for w in worlds], axis=0) for s in strats}
     err_n = {s: float(rms([at_n(w, s)["rmsle"] for w in worlds])) for s in strats}
     base = {s: v for s, v in err_n.items() if s not in OURS}
     thr_from = min(base, key=base.get)
