@@ -469,17 +469,22 @@ def cmd_compute_optimal(args) -> int:
     for b in args.budget:
         for v in (t.strip() for t in b.split(",")):
             try:
-                budgets.append(parse_size(v))
+                budgets.append(float(v) if re.fullmatch(r"[-+0-9.eE]+", v) else parse_size(v))
             except (ValueError, BayescaleError):
                 raise BayescaleError(f"--budget {v!r}: give compute budgets as numbers, e.g. --budget 1e22 "
                                      "--budget 1e24 (FLOP under 6ND)") from None
+    if not all(np.isfinite(b) and b > 0 for b in budgets):
+        raise BayescaleError(f"--budget: compute budgets must be positive numbers (FLOP under 6ND), got {budgets}")
     levels = _levels(args.levels)
     saved = _saved_fit(args.runs)
+    law = saved.law if saved is not None else _runs_law(args, "compute-optimal")
+    if set(law.input_names) != {"N", "D"}:  # before fitting: a wrong law costs no minutes
+        raise BayescaleError(f"compute-optimal needs a law in model size N and tokens D (chinchilla, kaplan, ...); "
+                             f"{law.name!r} has inputs {list(law.input_names)}")
     if saved is not None:
         _check_fit_laws(args, {saved.law.name: saved})
         f = saved
     else:
-        law = _runs_law(args, "compute-optimal")
         f = bs.fit(args.runs, law, **_fit_kwargs(args, law))
     opt = compute_optimal(f, budgets, levels=levels, seed=args.seed,
                           profiles=None if args.profiles == "none" else "auto")

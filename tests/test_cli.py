@@ -281,3 +281,8 @@ def test_compute_optimal_from_a_saved_fit_and_from_isoflop_runs(fit_files, tmp_p
     assert "--budget 'lots'" in capsys.readouterr().err
     assert main(["compute-optimal", str(path), "--budget", "1e23"]) == 2
     assert "give --law" in capsys.readouterr().err
+    assert main(["compute-optimal", str(fit_files[0]), "--budget", "0"]) == 2
+    assert "must be positive" in capsys.readouterr().err
+    # a law not in N and D is refused before any fitting
+    assert main(["compute-optimal", str(path), "--law", "M2", "--x", "params", "--y", "loss", "--budget", "1e23"]) == 2
+    assert "needs a law in model size N and tokens D" in capsys.readouterr().err
