@@ -256,3 +256,27 @@ def test_too_few_profiles_keep_the_laws_optimum(known, chinchilla_fit):
     for bad in ("bogus", 3):
         with pytest.raises(bs.BayescaleError, match="profiles must be"):
             compute_optimal(draws, [1e22], profiles=bad)
+
+
+def test_discrepancy_draws_follow_their_student_t():
+    """OptimumDiscrepancy: a line through the profiles' misses (here ln 2 + 0.1 per decade, with scatter), whose
+    draws at each budget follow mean + scale * t(K - 2) (:meth:`mean_sd`)."""
+    from scipy import stats
+
+    from bayescale.decisions.isoflop import OptimumDiscrepancy
+
+    budgets = np.geomspace(1e18, 1e21, 6)
+    miss = np.log(2) + 0.1 * np.log10(budgets / 1e19) + np.array([0.05, -0.04, 0.02, -0.05, 0.03, 0.0])
+    optima = pd.DataFrame({"budget": budgets, "N_opt": np.exp(miss), "ln_se": 0.02})
+    disc = OptimumDiscrepancy.learn(optima, np.zeros((3, 6)))   # the law's ln N* = 0 at every budget
+    assert disc.dof == 4 and disc.coef[1] == pytest.approx(0.1, abs=0.03) and disc.scatter < 0.1
+    query = np.array([1e19, 1e24])
+    m, sd = disc.mean_sd(query)
+    d = disc.draws(query, 40000, seed=0)
+    for j in range(2):
+        q = np.quantile(d[:, j], [0.1, 0.5, 0.9])
+        np.testing.assert_allclose(q, m[j] + sd[j] * stats.t.ppf([0.1, 0.5, 0.9], disc.dof),
+                                   atol=0.02 * (1 + sd[j]))
+    assert sd[1] > 1.5 * sd[0]  # 4.5 decades beyond the profiles' centre: less sure
+    with pytest.raises(bs.BayescaleError, match="needs 3 measured optima"):
+        OptimumDiscrepancy.learn(optima.iloc[:2], np.zeros((3, 2)))

@@ -158,9 +158,13 @@ class OptimumDiscrepancy:
         return cls(tuple(map(float, c)), tuple(map(float, cov.ravel())), float(s), len(r) - 2, ref,
                    tuple(float(b) for b in optima["budget"]))
 
+    def _design(self, budgets) -> np.ndarray:
+        """(B, 2): 1 and log10(C / C_ref) of each budget."""
+        return np.stack([np.ones(np.size(budgets)), np.log10(np.asarray(budgets, float)).ravel() - self.log_c_ref], 1)
+
     def mean_sd(self, budgets) -> tuple[np.ndarray, np.ndarray]:
         """Mean and scale of the discrepancy (ln units) at ``budgets``."""
-        x = np.stack([np.ones(np.size(budgets)), np.log10(np.asarray(budgets, float)).ravel() - self.log_c_ref], 1)
+        x = self._design(budgets)
         cov = np.asarray(self.cov).reshape(2, 2)
         return x @ np.asarray(self.coef), np.sqrt(np.einsum("bi,ij,bj->b", x, cov, x) + self.scatter**2)
 
@@ -168,7 +172,7 @@ class OptimumDiscrepancy:
         """(n, B) draws of ``ln N*_true - ln N*_law`` at ``budgets``: per draw a line (coefficients and scatter,
         one of each, times one Student-t scale), so each draw's optimum moves smoothly with the budget; at each
         budget they follow ``mean + scale * t(K - 2)`` (:meth:`mean_sd`)."""
-        x = np.stack([np.ones(np.size(budgets)), np.log10(np.asarray(budgets, float)).ravel() - self.log_c_ref], 1)
+        x = self._design(budgets)
         rng = np.random.default_rng(seed)
         val, vec = np.linalg.eigh(np.asarray(self.cov).reshape(2, 2))
         coef = rng.standard_normal((n, 2)) @ (vec * np.sqrt(np.maximum(val, 0.0))).T  # Normal(0, cov)
