@@ -489,15 +489,15 @@ def cmd_compute_optimal(args) -> int:
     opt = compute_optimal(f, budgets, levels=levels, seed=args.seed,
                           profiles=None if args.profiles == "none" else "auto")
     lv = max(levels)
-    rows = []
-    for i, c in enumerate(opt["budget"].values):
-        def iv(name, fmt):
-            lo, hi = (float(opt[f"{name}_{k}"].sel(level=lv).values[i]) for k in ("lower", "upper"))
-            return f"{fmt(float(opt[f'{name}_median'].values[i]))} [{fmt(lo)}, {fmt(hi)}]"
-        rows.append({"budget (FLOP)": f"{c:.3g}", f"N* ({lv:.0%})": iv("N_opt", format_size),
-                     f"D* ({lv:.0%})": iv("D_opt", format_size),
-                     "tokens per parameter": iv("tokens_per_param", lambda v: f"{v:.3g}"),
-                     f"L* ({lv:.0%})": iv("L_opt", lambda v: f"{v:.4g}")})
+
+    def iv(name, fmt, i):  # "median [lower, upper]" of variable ``name`` at budget ``i``
+        lo, hi = (float(opt[f"{name}_{k}"].sel(level=lv).values[i]) for k in ("lower", "upper"))
+        return f"{fmt(float(opt[f'{name}_median'].values[i]))} [{fmt(lo)}, {fmt(hi)}]"
+
+    rows = [{"budget (FLOP)": f"{c:.3g}", f"N* ({lv:.0%})": iv("N_opt", format_size, i),
+             f"D* ({lv:.0%})": iv("D_opt", format_size, i),
+             "tokens per parameter": iv("tokens_per_param", lambda v: f"{v:.3g}", i),
+             f"L* ({lv:.0%})": iv("L_opt", lambda v: f"{v:.4g}", i)} for i, c in enumerate(opt["budget"].values)]
     if args.json:
         keep = [v for v in opt.data_vars if not v.endswith("_draws")]
         out = {v: np.asarray(opt[v].values).tolist() for v in keep}

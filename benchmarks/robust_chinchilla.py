@@ -28,9 +28,10 @@ PROFILES = (6e18, 1e19, 3e19, 6e19, 1e20, 3e20, 6e20, 1e21, 3e21)  # Hoffmann et
 PROFILE_WIDTH = 0.1  # decades of compute around a budget that count as on its profile
 
 
-def isoflop_optima(runs) -> list[dict]:
-    """Per isoFLOP profile with a convex parabola whose minimum lies inside its sizes: budget (geometric mean of
-    the runs' C), the parabola's N*, the number of runs."""
+def reference_optima(runs) -> list[dict]:
+    """The check's reference, apart from the package's own :func:`bayescale.decisions.isoflop.isoflop_optima`: per
+    isoFLOP profile (runs near one of the paper's budgets) with a convex parabola whose minimum lies inside its
+    sizes: budget (geometric mean of the runs' C), the parabola's N*, the number of runs."""
     lc = np.log10(runs["C"].to_numpy(float))
     k = np.abs(lc[:, None] - np.log10(PROFILES)[None, :]).argmin(axis=1)
     out = []
@@ -48,7 +49,9 @@ def isoflop_optima(runs) -> list[dict]:
 
 
 def _on_profile(runs, budget: float) -> np.ndarray:
-    lc = np.log10(6 * runs["N"].to_numpy(float) * runs["D"].to_numpy(float))
+    from bayescale.runs import default_cost
+
+    lc = np.log10(default_cost(runs["N"].to_numpy(float), runs["D"].to_numpy(float)))
     return np.abs(lc - np.log10(budget)) < PROFILE_WIDTH
 
 
@@ -84,7 +87,7 @@ def run(seed: int, draws: int) -> list[dict]:
     runs = bs.datasets.chinchilla()
     train, test = runs[runs.C < CUTOFF], runs[runs.C >= CUTOFF]
     at, y = test[["N", "D"]], test["loss"].to_numpy()
-    profiles = isoflop_optima(runs)
+    profiles = reference_optima(runs)
     rows = []
     for lik in LIKELIHOODS:
         t0 = time.perf_counter()
