@@ -8,10 +8,12 @@ Suites (bundled data, :mod:`bayescale.datasets`):
 - ``gadre``: per corpus fit N <= 411M, predict the 1.4B and 6.9B runs: C4 validation loss (domain ``loss``) and
   average downstream top-1 error from the observed loss via the loss -> error law (domain ``downstream``).
 
-Methods: ``nuts:<law>`` (every applicable family), ``cal:<law>`` (the same plus the extrapolation discrepancy
-calibrated per domain on the fit runs), ``local:<law>`` (then refitted locally around the targets' inputs), ``bma``
-(stacking average of the cached NUTS families, per curve), ``ls:<law>`` (multi-start least squares, lognormal
-residual noise), ``boot:<law>`` (bootstrap of least squares), ``pfn`` (when :mod:`bayescale.pfn` is available),
+Methods: ``nuts:<law>`` (every applicable family; the raw posterior, ``error="raw"``: the package's default bands,
+with the corpus-learned extrapolation error, are scored by :mod:`benchmarks.honest_bands`), ``cal:<law>`` (the
+same plus the extrapolation discrepancy of ``calibrate()``, per domain on the fit runs), ``local:<law>`` (then
+refitted locally around the targets' inputs), ``bma`` (stacking average of the cached NUTS families, per curve,
+weights from PSIS-LOO), ``ls:<law>`` (multi-start least squares, lognormal residual noise), ``boot:<law>``
+(bootstrap of least squares), ``pfn`` (when :mod:`bayescale.pfn` is available),
 ``all``.
 
     python -m benchmarks.extrapolation --standard   # every suite and method of STANDARD, then the tables and plots
@@ -234,7 +236,7 @@ def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings:
     runs = pd.concat(frames, ignore_index=True)
     t0 = time.perf_counter()
     fits = bs.fit_many(runs, law, group="_g", inputs={k: k for k in law.input_names}, y="y", seed=seed,
-                       refit_flagged=False, progress=False, **settings)
+                       refit_flagged=False, progress=False, error="raw", **settings)
     taus = {}
     if calibrated or local:
         toward = "min" if law_name == "downstream" else "max"
