@@ -2,6 +2,7 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+BENCH  := $(VENV)/.bench-installed
 
 .PHONY: demo test bench bench-tests bench-honest bench-extrapolation bench-replay bench-pfn bench-tables bench-check venv clean
 
@@ -18,6 +19,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The benchmarks' extras (simple-scaling-laws, the peer they compare with; emcee; Dask).
+$(BENCH): $(STAMP) pyproject.toml
+	@echo "installing the benchmarks' extras into $(VENV) (once)"; \
+	$(PY) -m pip install --quiet -e '.[bench]'; \
+	touch $(BENCH)
+
 demo: $(STAMP)
 	$(VENV)/bin/bayescale demo --out out
 
@@ -31,7 +38,7 @@ bench-tests: $(STAMP)
 
 # Every table of benchmarks/RESULTS.md is the output of one command below (it names it above the table);
 # `bench-tables` renders them all again from benchmarks/results/*.json without rerunning anything.
-bench: $(STAMP)
+bench: $(BENCH)
 	$(PY) -m benchmarks.speed
 	$(PY) -m benchmarks.batching --sizes 1,4,16 --curves 16
 	$(PY) -m benchmarks.fleet --workers 1,2
@@ -41,34 +48,35 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.report_screenshot
 
 # Extrapolation on real data: every suite and method of STANDARD in benchmarks/extrapolation.py, tables and plots.
-bench-extrapolation: $(STAMP)
+bench-extrapolation: $(BENCH)
 	$(PY) -m benchmarks.extrapolation --standard
 
 # Honest bands (issue 16): one NUTS fit per curve of six suites (cached, ~15 min), then leave-one-suite-out scores;
 # the Chinchilla runs with a robust likelihood.
-bench-honest: $(STAMP)
+bench-honest: $(BENCH)
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits
 	$(PY) -m benchmarks.honest_bands --stage score
 	$(PY) -m benchmarks.robust_chinchilla
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.misspecified
 
 # Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
-bench-replay: $(STAMP)
+bench-replay: $(BENCH)
 	$(PY) -m benchmarks.active_learning
 	$(PY) -m benchmarks.replay_rescore
 
 # The PFN section, which benchmarks/pfn.py writes whole.
-bench-pfn: $(STAMP)
+bench-pfn: $(BENCH)
 	$(PY) -m benchmarks.pfn --curves 1024 --nuts-curves 128 --draws 1000 --nuts-cache benchmarks/results/cache/pfn_nuts_matched.npz
 
-bench-tables: $(STAMP)
+bench-tables: $(BENCH)
 	$(PY) -m benchmarks.tables
 
 # The tables match their result files; the benchmarks' own bookkeeping checks and quick runs (a few minutes).
-bench-check: $(STAMP)
+bench-check: $(BENCH)
 	$(PY) -m benchmarks.tables --check
 	$(PY) -m benchmarks.tables --self-check
 	$(PY) -m benchmarks.replay_rescore --self-check
+	$(PY) -m benchmarks.honest_bands --stage self-check
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.extrapolation --self-check
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.speed --self-check
 

@@ -9,9 +9,12 @@ measured from outside, and the script reports its own phases.
   cost shows: the first default ``predict`` computes the fit's own leave-future-out errors).
 - ``bootstrap``: what a bootstrap tool does for the same question: ``scipy.optimize.least_squares`` of the
   Chinchilla law in log space (4 starts) and ``--resamples`` case-resampling refits, then the 5-95% interval of the
-  prediction (NumPy, SciPy, pandas only). It stands in for ``simple-scaling-laws``, which could not be installed here.
+  prediction (NumPy, SciPy, pandas only).
+- ``simple-scaling-laws`` (the peer of issue 18, when installed: the ``bench`` extra): its Python API on the same
+  runs, default settings (``separable-power``, the Chinchilla law; 1000 wild cluster bootstrap draws), one
+  ``new-run`` prediction at the same point.
 
-The first ``bayescale`` process runs with an empty persistent compilation cache (a new user); then the two scripts
+The first ``bayescale`` process runs with an empty persistent compilation cache (a new user); then the scripts
 alternate ``--repeats`` times with the cache warm, and the table shows medians. One more warm process, not timed,
 splits the memory by step (``MEMORY``: resident memory after each import, the start of JAX's CPU backend, the fit
 and the prediction; private and file-backed pages apart, Linux ``/proc/self/status``).
@@ -32,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (ROOT, Table, command_line, load_json, loadavg, machine_info, output_args, publish,
-                                save_json, shown)
+from benchmarks._common import (ROOT, Table, command_line, describe, load_json, loadavg, machine_info, output_args,
+                                publish, save_json, shown)
 
 BAYESCALE = """
 import json, sys, time
@@ -110,6 +113,29 @@ t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
 """
 
+PEER = """
+import json, sys, time, warnings
+t0 = time.perf_counter()
+import polars as pl
+from simple_scaling_laws import fit
+t1 = time.perf_counter()
+raw = pl.read_csv(sys.argv[1]).filter(pl.col("Training FLOP") < 1e21)
+runs = pl.DataFrame({"training_run_id": [f"run{i}" for i in range(raw.height)], "model_size__N": raw["Model Size"],
+                     "dataset_size__D": raw["Training FLOP"] / (6 * raw["Model Size"]), "test_loss__loss": raw["loss"]})
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    model = fit(runs, seed=0)
+    print(model.predict({"model_size__N": [7e10], "dataset_size__D": [1.4e12]}, kind="new-run"))
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
+"""
+
+
+def peer_version() -> str | None:
+    from benchmarks._peer import version
+
+    return version()
+
 
 def _once(code: str, args: list, env: dict) -> dict:
     """One fresh process: wall seconds, peak RSS (MiB) and the phases it reports (its last stderr line)."""
@@ -134,12 +160,15 @@ def run(repeats: int, resamples: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYESCALE_JAX_CACHE": cache}
         cold = _once(BAYESCALE, [], env)
-        warm, boot = [], []
-        for _ in range(repeats):  # alternate, so drifts in the machine's load hit both alike
+        warm, boot, peer = [], [], []
+        for _ in range(repeats):  # alternate, so drifts in the machine's load hit all alike
             warm.append(_once(BAYESCALE, [], env))
             boot.append(_once(BOOTSTRAP, [csv, str(resamples)], env))
+            if peer_version():
+                peer.append(_once(PEER, [csv], env))
         memory = _once(MEMORY, [], env)["steps"] if Path("/proc/self/status").exists() else []
-    return {"cold": cold, "warm": warm, "bootstrap": boot, "memory": memory}
+    return {"cold": cold, "warm": warm, "bootstrap": boot, "peer": peer, "peer_version": peer_version(),
+            "memory": memory}
 
 
 def _median(rows: list, key: str) -> float:
@@ -162,12 +191,20 @@ def tables(out):
          f"r-hat {max(r['rhat'] for r in warm):.3f}, ESS {min(r['ess'] for r in warm):.0f}"],
         [f"least-squares bootstrap, {res['resamples']} resamples (median of {len(boot)})", f"{med('wall', boot):.2f}",
          f"{med('import', boot):.2f}", f"{med('fit', boot):.2f}", "", f"{med('peak_mib', boot):.0f}", ""],
-        ["bayescale warm / bootstrap (goal <= 1)", f"{med('wall') / med('wall', boot):.2f}", "", "", "",
+        ["bayescale warm / bootstrap", f"{med('wall') / med('wall', boot):.2f}", "", "", "",
          f"{med('peak_mib') / med('peak_mib', boot):.2f}", ""],
     ]
+    peer = res.get("peer")
+    if peer:
+        rows[2:2] = [[f"simple-scaling-laws {res['peer_version']}, 1000 draws (median of {len(peer)})",
+                      f"{med('wall', peer):.2f}", f"{med('import', peer):.2f}", f"{med('fit', peer):.2f}", "",
+                      f"{med('peak_mib', peer):.0f}", ""]]
+        rows.append(["bayescale warm / simple-scaling-laws (goal <= 1)", f"{med('wall') / med('wall', peer):.2f}", "",
+                     "", "", f"{med('peak_mib') / med('peak_mib', peer):.2f}", ""])
     head = ["process", "wall s", "import s", "fit s", "predict s", "peak MiB (goal < 400)", "sampling quality"]
     m = res["machine"]
-    source = (f"fresh Python processes, alternating; load average {m.get('loadavg_start')} at start, "
+    source = (f"{describe(m)}; fresh Python processes, alternating; load average {m.get('loadavg_start')} at "
+              "start, "
               f"{res.get('loadavg_end')} at end; {shown(path)}")
     tables_ = [Table("first_answer", m["command"], source, head, rows)]
     if res.get("memory"):

@@ -10,17 +10,20 @@ Six real suites (bundled, :mod:`bayescale.datasets`), each curve split into fit 
 - ``multipower``: loss vs step under nine learning-rate schedules, fit steps <= half the last (M4).
 
 Stage ``fits`` (slow, cached under ``benchmarks/results/cache/honest/``): one NUTS fit per curve (4 chains x 300
-warm-up + 300 draws), keeping the mean-curve draws at the fit and target runs, and the least-squares bootstrap.
+warm-up + 300 draws), keeping the mean-curve draws at the fit and target runs, the least-squares bootstrap, and the
+peer's draws at the target runs.
 Stage ``score`` (fast): for each suite left out, :func:`bayescale.error_model.learn` on the other five suites'
 held-out errors, then every method's bands on the left-out suite: ``default`` (the learned prior updated with the
 curve's own leave-future-out errors, what :func:`bayescale.fit` does), ``prior only`` (no update), ``raw`` (no
 extrapolation error), ``per-domain tau`` (today's :func:`bayescale.calibrate` estimator on the same held-out errors
-of the fit runs, pooled per domain), ``boot`` (least-squares bootstrap of the same law). No suite's targets ever set
-a setting used to score that suite.
+of the fit runs, pooled per domain), ``boot`` (least-squares bootstrap of the same law), and the peer a user would
+pick instead, ``simple-scaling-laws`` (its default law and ``new-run`` bands, :mod:`benchmarks._peer`; the ``bench``
+extra installs it; skipped with a note when absent). No suite's targets ever set a setting used to score that suite.
 
     python -m benchmarks.honest_bands --stage fits          # ~1 h on 2 cores; resumable
     python -m benchmarks.honest_bands --stage score         # the tables, from the cache
     python -m benchmarks.honest_bands --stage ship          # the package's error model, learned on all six suites
+    python -m benchmarks.honest_bands --stage self-check    # the scores and the peer's adapter on known cases
 
 ``--likelihood logstudentt`` does the same with robust multiplicative noise (``ln y ~ StudentT(4, ln mu, s)``),
 cached apart; its table is ``honest_bands_logstudentt``.
@@ -47,6 +50,7 @@ COLPRET_EVERY = 8
 MAX_CTX, MAX_TGT = 40, 20  # long curves thinned (log-spaced) to this many fit / target points
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 # distance beyond the fitted runs (decades) of the by-distance table: fixed edges, the same for every suite
+PEER = "simple-scaling-laws"  # the peer's method name (benchmarks/_peer.py)
 DISTANCE_BINS = (("inside", 0.0, 0.0), ("0-0.1", 0.0, 0.1), ("0.1-0.2", 0.1, 0.2), ("> 0.2", 0.2, np.inf))
 
 
@@ -116,11 +120,37 @@ def tasks(suite: str, per_domain: int = 20) -> list[dict]:
     return out
 
 
-def _file(t: dict, likelihood: str) -> Path:
+def _file(t: dict, likelihood: str, peer: bool = False) -> Path:
+    """A curve's cached fit; ``peer``: its cached ``simple-scaling-laws`` draws (the same for every likelihood)."""
     import re
 
     name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{t['domain']}__{t['curve']}")
-    return cache_dir(likelihood) / t["suite"] / (name + ".npz")
+    return (cache_dir("lognormal") / "peer" if peer else cache_dir(likelihood)) / t["suite"] / (name + ".npz")
+
+
+def stage_peer(suites, seed: int, per_domain: int) -> None:
+    """``simple-scaling-laws``' new-run draws at each curve's held-out runs, cached (cached curves are skipped)."""
+    from benchmarks import _peer
+
+    if _peer.version() is None:
+        print(f"{_peer.NAME} is not installed (pip install -e '.[bench]'): its row is left out", file=sys.stderr)
+        return
+    for suite in suites:
+        for t in tasks(suite, per_domain):
+            p = _file(t, "lognormal", peer=True)
+            if p.exists():
+                continue
+            t0 = time.perf_counter()
+            inputs = [c for c in t["ctx"].columns if c != "y"]
+            try:
+                draws = _peer.peer_draws(t["ctx"], t["tgt"], inputs, seed)
+            except LookupError:     # not a size law (the loss -> error link): no peer row for this curve
+                draws = np.zeros((0, len(t["tgt"])))
+            p.parent.mkdir(parents=True, exist_ok=True)
+            np.savez_compressed(p, draws=draws.astype(np.float32), version=_peer.version(),
+                                seconds=time.perf_counter() - t0)
+            print(f"  {suite} {t['curve']} ({_peer.NAME}): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
 
 
 def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
@@ -163,6 +193,7 @@ def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
                     seconds=time.perf_counter() - t0)
                 print(f"  {suite} {t['curve']}: {time.perf_counter() - t0:.1f} s ok={f.ok}", file=sys.stderr,
                       flush=True)
+    stage_peer(suites, seed, per_domain)
 
 
 # -- stage score: every curve's held-out errors and bands under each method --------------------------------------
@@ -194,12 +225,16 @@ def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
             sd_t = noise.log_sd(likelihood, mu_t, sig[:, None], DF)
             heldout = pd.DataFrame({"r": np.log(yt) - lmu.mean(0), "s": np.sqrt(lmu.var(0) + np.mean(sd_t**2, 0)),
                                     "beyond": distance_beyond(law, tgt, scales)})
+            pp = cache_dir("lognormal") / "peer" / suite / p.name
+            peer = np.load(pp) if pp.exists() else None
             out.append(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"]), law=law.name,
                             family=law.name, y=yt, log_mu=lmu, sigma=sig, beyond=heldout["beyond"].to_numpy(),
                             heldout=heldout, own=own, own_how=how, span=fitted_span(law, scales),
                             noise=error_model.noise_level(likelihood, yc, sig, DF), ok=bool(z["ok"]),
                             df=None if likelihood == "lognormal" else DF,
-                            boot_log_mu=z["boot_log_mu"], boot_sigma=z["boot_sigma"]))
+                            boot_log_mu=z["boot_log_mu"], boot_sigma=z["boot_sigma"],
+                            peer_draws=None if peer is None else peer["draws"].astype(float),
+                            peer_version=None if peer is None else str(peer["version"])))
     return out
 
 
@@ -239,6 +274,21 @@ def _scores(y, log_mu, sigma, rng, df=None, beyond=None) -> dict:
     return out
 
 
+def _draw_scores(y, draws) -> dict:
+    """The scores of :func:`_scores` from predictive draws ``(S, m)`` of y; the log density by a Gaussian kernel
+    density estimate of each point's draws (Scott's bandwidth)."""
+    from scipy.stats import gaussian_kde
+
+    from bayescale import scoring
+
+    q = np.quantile(draws, [(1 - lv) / 2 for lv in LEVELS] + [(1 + lv) / 2 for lv in LEVELS], axis=0)
+    inside = [(y >= lo) & (y <= hi) for lo, hi in zip(q[:len(LEVELS)], q[len(LEVELS):])]
+    ll = [float(gaussian_kde(draws[:, j]).logpdf(y[j])[0]) for j in range(len(y))]
+    return {"coverage": [float(np.mean(v)) for v in inside], "ll": float(np.mean(ll)),
+            "rmsle": float(scoring.rmsle(np.maximum(np.median(draws, axis=0), 1e-300), y)),
+            "crps": float(np.mean(scoring.crps_from_draws(draws, y)))}
+
+
 def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, object]:
     """Every method on the curves of ``left_out``, the error model learned on the other suites' curves."""
     from bayescale.calibration import estimate_tau
@@ -251,7 +301,7 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
     for dom in sorted({c["domain"] for c in test}):   # today's calibrate() estimator, pooled per domain
         own = pd.concat([c["own"] for c in test if c["domain"] == dom], ignore_index=True)
         pooled[dom] = estimate_tau(own["r"], own["s"], own["beyond"]) if len(own) else 0.0
-    rows: dict = {m: [] for m in ("default", "prior only", "raw", "calibrate() estimator", "boot")}
+    rows: dict = {m: [] for m in ("default", "prior only", "raw", "calibrate() estimator", "boot", PEER)}
     for k, c in enumerate(test):
         rng = np.random.default_rng(seed + k)
         lm, sig, b = c["log_mu"], c["sigma"], c["beyond"]
@@ -265,6 +315,11 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
                                                      c["df"]))
         if len(c["boot_sigma"]):
             rows["boot"].append(_scores(c["y"], c["boot_log_mu"], c["boot_sigma"], rng))
+        if c.get("peer_draws") is not None and len(c["peer_draws"]):
+            rows[PEER].append(_draw_scores(c["y"], c["peer_draws"]))
+        for m in rows:   # which curve each row scores, so methods can be compared on the curves they share
+            if rows[m] and "curve" not in rows[m][-1]:
+                rows[m][-1]["curve"] = k
     return rows, model
 
 
@@ -292,6 +347,12 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
             continue
         rows, model = score_suite(suite, curves, seed)
         res["suites"][suite] = {m: summarize(r) for m, r in rows.items()}
+        if rows[PEER]:   # the default against the peer on the curves both score
+            shared = {r["curve"] for r in rows[PEER]}
+            res.setdefault("peer", {})[suite] = {
+                "default": summarize([r for r in rows["default"] if r["curve"] in shared]),
+                PEER: summarize(rows[PEER]),
+                "version": next(c["peer_version"] for c in curves if c["suite"] == suite and c.get("peer_version"))}
         res["models"][suite] = model.to_dict()
         for m, r in rows.items():
             pooled_rows.setdefault(m, []).extend(r)
@@ -344,6 +405,23 @@ def _table(out: Path, likelihood: str):
               f"leave-one-suite-out within those five ({covs}); own leave-future-out errors available for "
               f"{', '.join(f'{k} {v}' for k, v in res['own_errors'].items())}; {shown(path)}")
     tables_ = [Table(f"honest_bands{suffix(likelihood)}", res["command"], source, head, rows)]
+    if res.get("peer"):
+        prow = []
+        for suite, v in res["peer"].items():
+            d, p = v["default"], v[PEER]
+            prow.append([suite, d["curves"], *(f"{d['coverage'][lv]:.2f} / {p['coverage'][lv]:.2f}" for lv in ("0.5", "0.9")),
+                         f"{d['msce']:.4f} / {p['msce']:.4f}", f"{d['ll']:.3f} / {p['ll']:.3f}",
+                         f"{d['rmsle']:.4f} / {p['rmsle']:.4f}", "met" if d["msce"] < p["msce"] else "not met"])
+        ver = sorted({v["version"] for v in res["peer"].values()})
+        tables_.append(Table(
+            f"honest_bands_peer{suffix(likelihood)}", res["command"],
+            f"the `default` rows of the table above and `{PEER}` {', '.join(ver)} (its default law "
+            "`separable-power`, `new-run` draws; `benchmarks/_peer.py`) on the curves both score (the peer has no law "
+            "for the loss -> error link, so Gadre's downstream curves are left out of both); its log density is a "
+            f"Gaussian kernel density estimate of its 1000 draws at each point; {shown(path)}",
+            ["left-out suite", "curves", "cov 50%: default / peer", "cov 90%: default / peer",
+             "MSCE: default / peer", "log density: default / peer", "RMSLE: default / peer",
+             "goal: default's MSCE below the peer's"], prow))
     drows = []
     for suite, per in res["suites"].items():
         for m in ("default", "raw"):
@@ -383,9 +461,28 @@ def stage_ship(seed: int, likelihood: str) -> Path:
     return path
 
 
+def self_check() -> None:
+    """The draw-based scores on draws of a known normal predictive, and the peer's refusal of a non-size law."""
+    from scipy.stats import norm
+
+    from benchmarks import _peer
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(10.0, 1.0, 400)
+    s = _draw_scores(y, rng.normal(10.0, 1.0, (4000, 400)))
+    assert all(abs(c - lv) < 0.06 for c, lv in zip(s["coverage"], LEVELS)), s["coverage"]
+    assert abs(s["ll"] - norm.logpdf(y, 10.0, 1.0).mean()) < 0.05, s["ll"]
+    try:
+        _peer.peer_draws(pd.DataFrame({"L": [3.0, 2.5], "y": [0.5, 0.4]}), pd.DataFrame({"L": [2.0]}), ["L"], 0)
+        raise AssertionError("the peer has no law for the loss -> error link")
+    except LookupError:
+        pass
+    print("benchmarks.honest_bands: self-check passed", file=sys.stderr)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stage", choices=("fits", "score", "ship"), required=True)
+    ap.add_argument("--stage", choices=("fits", "score", "ship", "self-check"), required=True)
     ap.add_argument("--suite", action="append", help="only these suites (repeatable; default all six)")
     ap.add_argument("--per-domain", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
@@ -393,7 +490,9 @@ def main(argv=None) -> None:
     output_args(ap)
     args = ap.parse_args(argv)
     suites = tuple(args.suite or SUITES)
-    if args.stage == "fits":
+    if args.stage == "self-check":
+        self_check()
+    elif args.stage == "fits":
         stage_fits(suites, args.seed, args.per_domain, args.likelihood)
     elif args.stage == "score":
         stage_score(args.seed, args.out, args.likelihood)
