@@ -356,14 +356,15 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
         res["models"][suite] = model.to_dict()
         for m, r in rows.items():
             pooled_rows.setdefault(m, []).extend(r)
-        print(f"{suite} (covariates {model.covariates}): " + ", ".join(f"{m} cov90 {v['coverage']['0.9']:.2f}" for m, v in res["suites"][suite].items()
-                                       if v), file=sys.stderr)
+        print(f"{suite} (covariates {model.covariates}): " + ", ".join(
+            f"{m} cov90 {v['coverage']['0.9']:.2f}" for m, v in res["suites"][suite].items() if v), file=sys.stderr)
     # pooled: every suite weighs the same (the mean of the suites' summaries)
     res["pooled"] = {}
     for m in pooled_rows:
         per = [res["suites"][s][m] for s in res["suites"] if res["suites"][s].get(m)]
         res["pooled"][m] = {"suites": len(per),
-                            "coverage": {str(lv): float(np.mean([p["coverage"][str(lv)] for p in per])) for lv in LEVELS},
+                            "coverage": {str(lv): float(np.mean([p["coverage"][str(lv)] for p in per]))
+                                         for lv in LEVELS},
                             **{k: float(np.mean([p[k] for p in per])) for k in ("msce", "ll", "rmsle", "crps")}}
     res["own_errors"] = {s: f"{sum(len(c['own']) > 0 for c in curves if c['suite'] == s)}/"
                             f"{sum(c['suite'] == s for c in curves)} curves" for s in res["suites"]}
@@ -409,7 +410,8 @@ def _table(out: Path, likelihood: str):
         prow = []
         for suite, v in res["peer"].items():
             d, p = v["default"], v[PEER]
-            prow.append([suite, d["curves"], *(f"{d['coverage'][lv]:.2f} / {p['coverage'][lv]:.2f}" for lv in ("0.5", "0.9")),
+            prow.append([suite, d["curves"],
+                         *(f"{d['coverage'][lv]:.2f} / {p['coverage'][lv]:.2f}" for lv in ("0.5", "0.9")),
                          f"{d['msce']:.4f} / {p['msce']:.4f}", f"{d['ll']:.3f} / {p['ll']:.3f}",
                          f"{d['rmsle']:.4f} / {p['rmsle']:.4f}", "met" if d["msce"] < p["msce"] else "not met"])
         ver = sorted({v["version"] for v in res["peer"].values()})
