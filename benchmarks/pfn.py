@@ -381,8 +381,9 @@ def markdown(res: dict) -> str:
               f"{s['pfn_batch72_seconds']:.2f} s, **{s['pfn_ms_per_curve']:.1f} ms per curve** on the CPU; one NUTS fit "
               f"of M4 ({s['nuts_settings']}): {s['nuts_M4_fit_seconds_warm']:.1f} s warm "
               f"({s['nuts_M4_fit_seconds_first']:.1f} s with compilation), about "
-              f"{s['speedup_per_curve_vs_warm_nuts']:.0f}x slower per curve. The machine was shared with other "
-              f"benchmarks (load average at the start {meta.get('loadavg_start', '?')}).", "",
+              f"{s['speedup_per_curve_vs_warm_nuts']:.0f}x slower per curve. The PFN's default predictive: "
+              "eight context views and the extrapolation error (`benchmarks/pfn_speed.py` splits the time). Load "
+              f"average at the start of the run {meta.get('loadavg_start', '?')}.", "",
               f"**(d) Size**: {info['n_params']:,} parameters ({info['config']['n_layers']} layers, d_model "
               f"{info['config']['d_model']}, {info['config']['n_heads']} heads, {info['config']['n_bins']} bins); "
               "weights file " f"{res['weights_mb']:.1f} MB.", "",
