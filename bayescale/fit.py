@@ -256,18 +256,15 @@ class Fit:
 
     def summary(self, natural: bool = True) -> pd.DataFrame:
         """Posterior mean, sd, 5%/95% quantiles and diagnostics of every parameter."""
-        rows = {}
+        def moments(da) -> dict:
+            v = da.values.reshape(-1)
+            return {"mean": v.mean(), "sd": v.std(), "q5": np.quantile(v, 0.05), "q95": np.quantile(v, 0.95)}
+
         d = self.diagnostics["table"]
-        for name in self.param_names:
-            v = self.posterior[name].values.reshape(-1)
-            rows[name] = {"mean": v.mean(), "sd": v.std(), "q5": np.quantile(v, 0.05), "q95": np.quantile(v, 0.95),
-                          **d.loc[name].to_dict()}
+        rows = {name: {**moments(self.posterior[name]), **d.loc[name].to_dict()} for name in self.param_names}
         if natural and self.law.natural is not None:
             nat = self.natural()
-            for name in nat.data_vars:
-                v = nat[name].values.reshape(-1)
-                rows[f"{name} (published form)"] = {"mean": v.mean(), "sd": v.std(), "q5": np.quantile(v, 0.05),
-                                                    "q95": np.quantile(v, 0.95)}
+            rows.update({f"{name} (published form)": moments(nat[name]) for name in nat.data_vars})
         return pd.DataFrame(rows).T
 
     def loo(self):
