@@ -91,7 +91,9 @@ def test_fit_and_predict_summary(run_notebook):
     d = chin["diagnostics"]
     assert set(d["r_hat"]) == {"E", "a", "alpha", "b", "beta", "sigma"}
     assert all(r >= 0.99 for r in d["r_hat"].values()) and d["max_rhat"] == max(d["r_hat"].values())
-    assert chin["ok"] == (not chin["warnings"])
+    assert chin["ok"] or chin["warnings"]  # a fit that fails the gate says why; notes may come with a passing fit
+    # the data checks name the bundled runs' known outlier (D/N = 0.17, 10 noise sds above the law)
+    assert any("N=2.98e+09" in w for w in chin["warnings"])
     assert set(chin["natural_mean"]) == {"E", "A", "alpha", "B", "beta"}
 
     comp = summary["comparison"]
