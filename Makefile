@@ -51,7 +51,7 @@ bench: $(BENCH)
 bench-extrapolation: $(BENCH)
 	$(PY) -m benchmarks.extrapolation --standard
 
-# Honest bands (issue 16): one NUTS fit per curve of six suites (cached, ~15 min), then leave-one-suite-out scores;
+# Honest bands (issue 16): one NUTS fit per curve of six suites and the peer's bands (cached, ~20 min), then scores;
 # the Chinchilla runs with a robust likelihood.
 bench-honest: $(BENCH)
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits
