@@ -64,7 +64,7 @@ bench-replay: $(BENCH)
 	$(PY) -m benchmarks.active_learning
 	$(PY) -m benchmarks.replay_rescore
 
-# The PFN section, which benchmarks/pfn.py writes whole.
+# The PFN tables (pfn_prior_calibration, pfn_nuts, ...): calibration on prior draws, agreement with NUTS, speed.
 bench-pfn: $(BENCH)
 	$(PY) -m benchmarks.pfn --curves 1024 --nuts-curves 128 --draws 1000 --nuts-cache benchmarks/results/cache/pfn_nuts_matched.npz
 

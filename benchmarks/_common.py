@@ -186,17 +186,6 @@ def stale_tables(tables, md: Path) -> list[str]:
     return [t.name for t in tables if _replace(text, t) != text]
 
 
-def update_markdown(path: Path, section: str, start: str, end: str) -> None:
-    """Replace the ``start``..``end`` section of ``path`` (appended if missing), leaving the rest; pfn.py's way."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        text = head + section + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
-
-
 # -- the run-selection replay ---------------------------------------------------------------------------------
 BASELINES = ("random", "cheapest", "grid", "uncertain")
 OURS = ("ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_tau", "ours_local")

@@ -12,7 +12,7 @@
 (c) CPU milliseconds per curve for one batched call on 72 curves, beside one NUTS fit (M4, default settings).
 (d) Parameter count.
 
-Writes ``benchmarks/results/pfn.json``, ``benchmarks/results/pfn_calibration.png`` and the ``pfn`` section of
+Writes ``benchmarks/results/pfn.json``, ``benchmarks/results/pfn_calibration.png`` and the ``pfn_*`` tables of
 ``benchmarks/RESULTS.md``.
 
     python -m benchmarks.pfn [--curves 1024] [--nuts-curves 64] [--draws 1000] [--nuts-cache FILE [--nuts-only]]
@@ -29,9 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import RESULTS_MD, ROOT, update_markdown
-
-START, END = "<!-- pfn:start -->", "<!-- pfn:end -->"
+from benchmarks._common import ROOT, output_args, publish
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 # disjoint from training (fold_in of seed 0), validation (10_000_000+) and recalibration (30_000_000+)
 TEST_SEED = 20_000_000
@@ -273,128 +271,81 @@ def plot(results: dict, path: Path):
     fig.savefig(path, dpi=110)
 
 
-def _goal_text(res: dict, info: dict) -> str:
-    """Which levels meet the goal (coverage within 2 points of nominal), per split, in words."""
-    parts = []
-    for r in res["calibration"]:
-        good = [lv for lv in LEVELS if abs(r["coverage"][str(lv)] - lv) <= 0.02]
-        bad = [lv for lv in LEVELS if lv not in good]
-        txt = f"{r['split']} split: within 2 points at " + (", ".join(f"{lv:.0%}" for lv in good) or "no level")
-        if bad:
-            wide = all(r["coverage"][str(lv)] > lv for lv in bad)
-            narrow = all(r["coverage"][str(lv)] < lv for lv in bad)
-            txt += (", not at " + ", ".join(f"{lv:.0%}" for lv in bad)
-                    + (" (too wide there)" if wide else " (too narrow there)" if narrow else ""))
-        parts.append(txt)
-    curves = info["step"] * info["config"]["batch"]
-    return ("Goal, coverage within 2 points of nominal (recalibrated): " + "; ".join(parts) + f". The network saw "
-            f"{curves:,} synthetic curves (NSL-PFN: 1.6M).")
+def tables(out: Path) -> list:
+    """The PFN's tables from ``pfn.json``: (a) prior-draw calibration and per family, (b) agreement with NUTS and by
+    NUTS predictive sd, (c, d) speed and size."""
+    from benchmarks._common import Table, describe, load_json, shown
 
-
-def _recal_text(info: dict) -> str:
-    rc = info.get("recalibration")
-    if not rc:
-        return "The weights carry no recalibration map: the rows are the raw network's."
-    t = rc["targets"]
-    return ("*Recalibrated*: the network's predictive CDF F is mapped through a monotone piecewise-linear R "
-            "(Kuleshov et al. 2018; `bayescale/pfn/calibrate.py`), one map for queries beyond the context's x range "
-            "and one inside it, fitted on synthetic prior draws only, no real data: "
-            f"{sum(rc['curves'].values()):,} curves (prefix and random splits), {t['extrapolated']:,} extrapolated and "
-            f"{t['interpolated']:,} interpolated targets, seeds {rc['seed_range'][0]:,}-{rc['seed_range'][1]:,}, "
-            "disjoint from training, validation and these test draws. *Raw network*: the same draws without R "
-            "(`calibrated=False`).")
-
-
-def markdown(res: dict) -> str:
-    meta, info = res["machine"], res["weights"]
-    lines = [START, "## PFN extrapolator (amortized)", "",
-             f"`{meta['command']}` on {meta['cpu_model']} ({meta['cpu_count']} cores, JAX {meta['jax_backend']}), "
-             f"{meta['date']}. Weights: `bayescale/pfn/weights/pfn_{info['config_name']}.npz` "
-             f"({info['n_params']:,} parameters, {info['n_params'] / 26.8e6:.1%} of NSL-PFN's 26.8M; "
-             f"{info['step']} steps of {info['config']['batch']} curves, {info['train_seconds'] / 60:.0f} min on "
-             f"{info['hardware']}; validation NLL {info['val_nll']:.3f} in normalised units). Trained on the whole "
-             "mixture prior (`bayescale/pfn/prior.py`).", "",
-             "**(a) Held-out prior draws** (seeds disjoint from training, validation and recalibration; 48 positions "
-             "per curve). Share of target points inside the central interval, and the NLL of ln y per target (nats):",
-             "",
-             "| split | predictive | curves | targets | " + " | ".join(f"{int(lv * 100)}%" for lv in LEVELS)
-             + " | max gap (pts) | NLL mean | NLL mean, 1% trimmed | NLL median |",
-             "|---|---|---|---|" + "---|" * len(LEVELS) + "---|---|---|---|"]
+    path = Path(out) / "pfn.json"
+    res = load_json(path)
+    if res is None:
+        return []
+    meta, info, cmd = res["machine"], res["weights"], res["machine"]["command"]
+    weights = (f"weights `bayescale/pfn/weights/pfn_{info['config_name']}.npz` ({info['n_params']:,} parameters; "
+               f"{info['step']} steps of {info['config']['batch']} curves, {info['train_seconds'] / 60:.0f} min on "
+               f"{info['hardware']}; validation NLL {info['val_nll']:.3f} in normalised units)")
+    src = f"{describe(meta)}; {weights}; {shown(path)}"
     rows = [(r, "recalibrated" if r.get("calibrated", True) else "raw network") for r in res["calibration"]]
     rows += [(r, "raw network") for r in res.get("calibration_raw", [])]
-    for r, kind in sorted(rows, key=lambda rk: rk[0]["split"] != "prefix"):
-        lines.append(f"| {r['split']} | {kind} | {r['curves']} | {r['targets']} | "
-                     + " | ".join(f"{r['coverage'][str(lv)]:.3f}" for lv in LEVELS)
-                     + f" | {r['max_abs_gap_pts']:.1f} | {r['nll_mean']:.3f} | {r['nll_mean_trimmed_1pct']:.3f} | "
-                     f"{r['nll_median']:.3f} |")
-    lines += ["", _recal_text(info), "",
-              "A few prior draws put targets far outside everything the network was trained on (normalised "
-              "targets beyond +-30 are clipped in training), and their NLL dominates the plain mean; the trimmed mean "
-              "and the median describe the bulk. " + _goal_text(res, info), "",
-              "Per family (prefix split, recalibrated), 90% coverage and median NLL: "
-              + ", ".join(f"{k} {v['coverage']['0.9']:.2f} / {v['nll']:.2f}"
-                          for k, v in res["calibration"][0]["per_family"].items()) + ".", ""]
+    out_tables = [Table("pfn_prior_calibration", cmd, src,
+                        ["split", "predictive", "curves", "targets", *(f"{int(lv * 100)}%" for lv in LEVELS),
+                         "max gap (pts)", "NLL mean", "NLL mean, 1% trimmed", "NLL median"],
+                        [[r["split"], kind, r["curves"], r["targets"],
+                          *(f"{r['coverage'][str(lv)]:.3f}" for lv in LEVELS), f"{r['max_abs_gap_pts']:.1f}",
+                          f"{r['nll_mean']:.3f}", f"{r['nll_mean_trimmed_1pct']:.3f}", f"{r['nll_median']:.3f}"]
+                         for r, kind in sorted(rows, key=lambda rk: rk[0]["split"] != "prefix")])]
+    out_tables.append(Table("pfn_prior_families", cmd, f"the prefix split of the table above, recalibrated; {src}",
+                            ["family", "90% coverage", "median NLL"],
+                            [[k, f"{v['coverage']['0.9']:.2f}", f"{v['nll']:.2f}"]
+                             for k, v in res["calibration"][0]["per_family"].items()]))
     a = res.get("nuts")
     if a and "shipped_pfn" in a:
         def q(g, key="median_abs_gap_in_nuts_sd"):
             return ", ".join(f"q{float(k) * 100:g} {v:.2f}" for k, v in g[key].items())
 
-        lines += [f"**(b) Agreement with NUTS under the same prior.** {a['curves']} curves drawn from the "
-                  f"{a['family']}-only prior (no bumps, the registry's noise prior; prefix splits of 20 positions, "
-                  f"{a['context_points'][0]}-{a['context_points'][1]} context points), {a['targets']} extrapolated "
-                  f"points. NUTS samples that very prior (`bayescale.pfn.prior.family_model`: the y scales the "
-                  f"generator draws are latent, the law's priors given them, the same noise), {a['nuts_draws']}; "
-                  f"{a['nuts_ok_share']:.0%} of the fits had no divergence and r-hat < 1.01 "
-                  f"({a['nuts_divergent_fits']} with divergences). Gap = |PFN quantile - NUTS quantile| of ln y in "
-                  "units of the NUTS predictive sd:", "",
-                  "| predictive | gap, median over points | gap, 90th percentile | gap, median over the gate-passing "
-                  "fits | 90% coverage of the true values | median 90% width (ln y) |", "|---|---|---|---|---|---|"]
-        if "family_pfn" in a:
-            f = a["family_pfn"]
-            lines.append(f"| PFN trained on the {a['family']}-only prior (raw network; {f['step']} steps, validation "
-                         f"NLL {f['val_nll']:.3f}) | {q(f)} | {q(f, 'p90_abs_gap_in_nuts_sd')} | "
-                         f"{q(f, 'median_abs_gap_in_nuts_sd_gate_passed')} | {f['coverage90']:.3f} | "
-                         f"{f['median_width90_ln_y']:.3f} |")
-        sp = a["shipped_pfn"]
-        lines += [f"| shipped PFN (mixture prior, recalibrated) | {q(sp)} | {q(sp, 'p90_abs_gap_in_nuts_sd')} | "
-                  f"{q(sp, 'median_abs_gap_in_nuts_sd_gate_passed')} | {sp['coverage90']:.3f} | "
-                  f"{sp['median_width90_ln_y']:.3f} |",
-                  f"| NUTS (the reference) | 0 | 0 | 0 | {a['coverage90_nuts']:.3f} | "
-                  f"{a['median_width90_ln_y_nuts']:.3f} |",
-                  ""]
-        if "family_pfn" in a:
-            lines += [f"The single-family PFN is the shipped architecture trained on that prior alone: "
-                      f"`{a['family_pfn']['train_command']}` ({a['family_pfn']['train_seconds'] / 60:.0f} min, sharing "
-                      "the 2 cores with another training run). Its gap is the PFN's approximation error; the shipped "
-                      "PFN's gap adds the difference between its mixture prior and this one. By quartile of the NUTS "
-                      "predictive sd in the PFN's normalised units (sd of ln y / sd of the context's ln y), the "
-                      "single-family PFN's median gap at q50 and its 90% width / NUTS's: "
-                      + "; ".join(f"{b['nuts_sd_z'][0]:.2f}-{b['nuts_sd_z'][1]:.2f}: "
-                                  f"{b['median_abs_gap50_in_nuts_sd']:.2f} sd, "
-                                  f"width x{b['median_width90_ratio_pfn_to_nuts']:.2f}"
-                                  for b in a["family_pfn"]["by_nuts_sd_quartile"])
-                      + f". Its bins are {a['family_pfn']['bin_width_z'][0]:.3f} (narrowest) to "
-                      f"{a['family_pfn']['bin_width_z'][1]:.3f} (median) wide in those units, so the narrowest NUTS "
-                      "predictives are at the bar distribution's resolution.", ""]
+        def row(name, g):
+            return [name, q(g), q(g, "p90_abs_gap_in_nuts_sd"), q(g, "median_abs_gap_in_nuts_sd_gate_passed"),
+                    f"{g['coverage90']:.3f}", f"{g['median_width90_ln_y']:.3f}"]
+
+        nsrc = (f"{a['curves']} curves of the {a['family']}-only prior ({a['context_points'][0]}-"
+                f"{a['context_points'][1]} context points, {a['targets']} extrapolated points); "
+                f"NUTS {a['nuts_draws']}, "
+                f"{a['nuts_ok_share']:.0%} of its fits without divergence and with r-hat < 1.01; {src}")
+        nrows = []
+        f = a.get("family_pfn")
+        if f:
+            nrows.append(row(f"PFN trained on the {a['family']}-only prior (raw network; {f['step']} steps, "
+                             f"validation NLL {f['val_nll']:.3f})", f))
+        nrows += [row("shipped PFN (mixture prior, recalibrated)", a["shipped_pfn"]),
+                  ["NUTS (the reference)", "0", "0", "0", f"{a['coverage90_nuts']:.3f}",
+                   f"{a['median_width90_ln_y_nuts']:.3f}"]]
+        out_tables.append(Table("pfn_nuts", cmd, nsrc,
+                                ["predictive", "gap, median over points", "gap, 90th percentile",
+                                 "gap, median over the gate-passing fits", "90% coverage of the true values",
+                                 "median 90% width (ln y)"], nrows))
+        if f:
+            out_tables.append(Table(
+                "pfn_nuts_by_sd", cmd, f"the single-family PFN of the table above, trained by `{f['train_command']}`;"
+                f" its bins are {f['bin_width_z'][0]:.3f} (narrowest) to {f['bin_width_z'][1]:.3f} (median) wide in "
+                f"these units; {shown(path)}",
+                ["NUTS predictive sd of ln y / sd of the context's ln y", "median gap at q50 (NUTS sds)",
+                 "90% width / NUTS's"],
+                [[f"{b['nuts_sd_z'][0]:.2f}-{b['nuts_sd_z'][1]:.2f}", f"{b['median_abs_gap50_in_nuts_sd']:.2f}",
+                  f"{b['median_width90_ratio_pfn_to_nuts']:.2f}"] for b in f["by_nuts_sd_quartile"]]))
     s = res["speed"]
-    lines += [f"**(c) Speed**: one batched call on 72 revisiting curves ({s['pfn_queries']} query points): "
-              f"{s['pfn_batch72_seconds']:.2f} s, **{s['pfn_ms_per_curve']:.1f} ms per curve** on the CPU; one NUTS fit "
-              f"of M4 ({s['nuts_settings']}): {s['nuts_M4_fit_seconds_warm']:.1f} s warm "
-              f"({s['nuts_M4_fit_seconds_first']:.1f} s with compilation), about "
-              f"{s['speedup_per_curve_vs_warm_nuts']:.0f}x slower per curve. The PFN's default predictive: "
-              "eight context views and the extrapolation error (`benchmarks/pfn_speed.py` splits the time). Load "
-              f"average at the start of the run {meta.get('loadavg_start', '?')}.", "",
-              f"**(d) Size**: {info['n_params']:,} parameters ({info['config']['n_layers']} layers, d_model "
-              f"{info['config']['d_model']}, {info['config']['n_heads']} heads, {info['config']['n_bins']} bins); "
-              "weights file " f"{res['weights_mb']:.1f} MB.", "",
-              "![PFN calibration](results/pfn_calibration.png)", END]
-    return "\n".join(lines)
-
-
-def render(path=None) -> None:
-    """Rebuild the RESULTS.md section from ``benchmarks/results/pfn.json`` without re-running."""
-    res = json.loads(Path(path or ROOT / "benchmarks" / "results" / "pfn.json").read_text())
-    update_markdown(RESULTS_MD, markdown(res), START, END)
+    out_tables.append(Table(
+        "pfn_speed_size", cmd, f"{src}; load average at the start of the run {meta.get('loadavg_start', '?')}",
+        ["what", "value"],
+        [["one batched call on 72 revisiting curves (default predictive: 8 views, extrapolation error)",
+          f"{s['pfn_batch72_seconds']:.2f} s for {s['pfn_queries']} query points"],
+         ["per curve", f"{s['pfn_ms_per_curve']:.1f} ms"],
+         [f"one NUTS fit of M4 ({s['nuts_settings']})", f"{s['nuts_M4_fit_seconds_warm']:.1f} s warm, "
+          f"{s['nuts_M4_fit_seconds_first']:.1f} s with compilation"],
+         ["NUTS / PFN, per curve", f"{s['speedup_per_curve_vs_warm_nuts']:.0f}x"],
+         ["parameters", f"{info['n_params']:,} ({info['config']['n_layers']} layers, d_model "
+          f"{info['config']['d_model']}, {info['config']['n_heads']} heads, {info['config']['n_bins']} bins)"],
+         ["weights file", f"{res['weights_mb']:.1f} MB"]]))
+    return out_tables
 
 
 def main(argv=None):
@@ -407,8 +358,7 @@ def main(argv=None):
     ap.add_argument("--nuts-only", action="store_true", help="only compute (and cache) the NUTS reference of (b)")
     ap.add_argument("--family-weights", default=str(FAMILY_WEIGHTS),
                     help=f"the {FAMILY}-only PFN of (b) (default: {FAMILY_WEIGHTS.relative_to(ROOT)}; skipped if absent)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    ap.add_argument("--md", default=str(RESULTS_MD))
+    output_args(ap)
     args = ap.parse_args(argv)
 
     import bayescale as bs
@@ -440,8 +390,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     (out / "pfn.json").write_text(json.dumps(res, indent=2, default=float) + "\n")
     plot(res, out / "pfn_calibration.png")
-    if args.md:
-        update_markdown(Path(args.md), markdown(res), START, END)
+    publish(tables, args)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,7 @@
     python -m benchmarks.tables --check        # exit 1 if a table is not what its result files give
     python -m benchmarks.tables --self-check   # the renderer's and the replay summary's own checks
 
-Each benchmark module in ``MODULES`` has ``tables(out)``. The PFN section is still one block that
-``benchmarks/pfn.py`` renders whole from ``pfn.json`` (its ``markdown``); it is re-rendered and checked the same way.
+Each benchmark module in ``MODULES`` has ``tables(out)``.
 """
 
 from __future__ import annotations
@@ -14,23 +13,15 @@ import argparse
 import importlib
 from pathlib import Path
 
-from benchmarks._common import RESULTS, RESULTS_MD, load_json, self_check, stale_tables, update_markdown, write_tables
+from benchmarks._common import RESULTS, RESULTS_MD, self_check, stale_tables, write_tables
 
-MODULES = ("speed", "first_answer", "batching", "fleet", "honest_bands", "stacking", "robust_chinchilla", "misspecified",
-           "pfn_views", "pfn_error", "pfn_speed", "init", "coverage", "active_learning", "report_screenshot",
-           "local_fit", "replay_rescore", "extrapolation")
+MODULES = ("speed", "first_answer", "batching", "fleet", "honest_bands", "stacking", "robust_chinchilla",
+           "misspecified", "pfn", "pfn_views", "pfn_error", "pfn_speed", "init", "coverage", "active_learning",
+           "report_screenshot", "local_fit", "replay_rescore", "extrapolation")
 
 
 def all_tables(out: Path = RESULTS) -> list:
     return [t for m in MODULES for t in importlib.import_module(f"benchmarks.{m}").tables(out)]
-
-
-def whole_sections(out: Path = RESULTS) -> list[tuple[str, str, str]]:
-    """(start marker, end marker, text) of the sections a script still renders whole: the PFN section."""
-    from benchmarks import pfn
-
-    res = load_json(out / "pfn.json")
-    return [] if res is None else [(pfn.START, pfn.END, pfn.markdown(res))]
 
 
 def main(argv=None) -> list[str]:
@@ -43,19 +34,16 @@ def main(argv=None) -> list[str]:
     if args.self_check:
         self_check()
         return []
-    tables, sections = all_tables(args.out), whole_sections(args.out)
+    tables = all_tables(args.out)
     if args.check:
-        text = args.md.read_text()
-        stale = stale_tables(tables, args.md) + [start for start, _, section in sections if section not in text]
-        print(f"{len(tables) + len(sections) - len(stale)}/{len(tables) + len(sections)} tables and sections up to "
-              "date" + (f"; stale: {', '.join(stale)}" if stale else ""))
+        stale = stale_tables(tables, args.md)
+        print(f"{len(tables) - len(stale)}/{len(tables)} tables up to date" + (f"; stale: {', '.join(stale)}" if stale
+                                                                               else ""))
         if stale:
             raise SystemExit(1)
         return []
     names = write_tables(tables, args.md)
-    for start, end, section in sections:
-        update_markdown(args.md, section, start, end)
-    print(f"{len(names)} tables and {len(sections)} whole section(s) -> {args.md}: {', '.join(names)}")
+    print(f"{len(names)} tables -> {args.md}: {', '.join(names)}")
     return names
 
 
