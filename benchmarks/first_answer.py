@@ -37,6 +37,7 @@ import numpy as np
 
 from benchmarks._common import (ROOT, Table, command_line, describe, load_json, loadavg, machine_info, output_args,
                                 publish, save_json, shown)
+from benchmarks._peer import version as peer_version
 
 BAYESCALE = """
 import json, sys, time
@@ -129,12 +130,6 @@ with warnings.catch_warnings():
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
 """
-
-
-def peer_version() -> str | None:
-    from benchmarks._peer import version
-
-    return version()
 
 
 def _once(code: str, args: list, env: dict) -> dict:

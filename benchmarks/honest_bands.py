@@ -225,7 +225,7 @@ def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
             sd_t = noise.log_sd(likelihood, mu_t, sig[:, None], DF)
             heldout = pd.DataFrame({"r": np.log(yt) - lmu.mean(0), "s": np.sqrt(lmu.var(0) + np.mean(sd_t**2, 0)),
                                     "beyond": distance_beyond(law, tgt, scales)})
-            pp = cache_dir("lognormal") / "peer" / suite / p.name
+            pp = _file(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"])), likelihood, peer=True)
             peer = np.load(pp) if pp.exists() else None
             out.append(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"]), law=law.name,
                             family=law.name, y=yt, log_mu=lmu, sigma=sig, beyond=heldout["beyond"].to_numpy(),
