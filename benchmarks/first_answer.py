@@ -155,15 +155,14 @@ def run(repeats: int, resamples: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYESCALE_JAX_CACHE": cache}
         cold = _once(BAYESCALE, [], env)
-        warm, boot, peer = [], [], []
+        warm, boot, peer, version = [], [], [], peer_version()
         for _ in range(repeats):  # alternate, so drifts in the machine's load hit all alike
             warm.append(_once(BAYESCALE, [], env))
             boot.append(_once(BOOTSTRAP, [csv, str(resamples)], env))
-            if peer_version():
+            if version:
                 peer.append(_once(PEER, [csv], env))
         memory = _once(MEMORY, [], env)["steps"] if Path("/proc/self/status").exists() else []
-    return {"cold": cold, "warm": warm, "bootstrap": boot, "peer": peer, "peer_version": peer_version(),
-            "memory": memory}
+    return {"cold": cold, "warm": warm, "bootstrap": boot, "peer": peer, "peer_version": version, "memory": memory}
 
 
 def _median(rows: list, key: str) -> float:

@@ -132,7 +132,8 @@ def stage_peer(suites, seed: int, per_domain: int) -> None:
     """``simple-scaling-laws``' new-run draws at each curve's held-out runs, cached (cached curves are skipped)."""
     from benchmarks import _peer
 
-    if _peer.version() is None:
+    version = _peer.version()
+    if version is None:
         print(f"{_peer.NAME} is not installed (pip install -e '.[bench]'): its row is left out", file=sys.stderr)
         return
     for suite in suites:
@@ -147,10 +148,9 @@ def stage_peer(suites, seed: int, per_domain: int) -> None:
             except LookupError:     # not a size law (the loss -> error link): no peer row for this curve
                 draws = np.zeros((0, len(t["tgt"])))
             p.parent.mkdir(parents=True, exist_ok=True)
-            np.savez_compressed(p, draws=draws.astype(np.float32), version=_peer.version(),
-                                seconds=time.perf_counter() - t0)
-            print(f"  {suite} {t['curve']} ({_peer.NAME}): {time.perf_counter() - t0:.1f} s", file=sys.stderr,
-                  flush=True)
+            secs = time.perf_counter() - t0
+            np.savez_compressed(p, draws=draws.astype(np.float32), version=version, seconds=secs)
+            print(f"  {suite} {t['curve']} ({_peer.NAME}): {secs:.1f} s", file=sys.stderr, flush=True)
 
 
 def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
@@ -251,18 +251,30 @@ def corpus(curves: list[dict]) -> pd.DataFrame:
 
 
 def _scores(y, log_mu, sigma, rng, df=None, beyond=None) -> dict:
-    """Coverage, log density, RMSLE and CRPS of lognormal-mixture predictions (components ``log_mu`` (S, m),
-    ``sigma`` (S,); log-Student-t components with ``df``) of the targets ``y``; with the targets' distances
-    ``beyond`` (decades), also the counts [points, inside 50%, inside 90%] per :data:`DISTANCE_BINS` bin."""
+    """:func:`_draw_scores` of lognormal-mixture predictions (components ``log_mu`` (S, m), ``sigma`` (S,);
+    log-Student-t components with ``df``) of the targets ``y``, with their exact log density."""
     from bayescale import scoring
 
     eps = rng.standard_normal(log_mu.shape) if df is None else rng.standard_t(df, log_mu.shape)
-    draws = np.exp(log_mu + sigma[:, None] * eps)
+    return _draw_scores(y, np.exp(log_mu + sigma[:, None] * eps), beyond,
+                        ll=scoring.lognormal_mixture_logpdf(y, log_mu, sigma, df=df))
+
+
+def _draw_scores(y, draws, beyond=None, ll=None) -> dict:
+    """Coverage, log density, RMSLE and CRPS of predictive draws ``(S, m)`` of the targets ``y``. ``ll``: the
+    targets' log densities when known, else a Gaussian kernel density estimate of each point's draws (Scott's
+    bandwidth). With the targets' distances ``beyond`` (decades), also the counts [points, inside 50%, inside 90%]
+    per :data:`DISTANCE_BINS` bin."""
+    from scipy.stats import gaussian_kde
+
+    from bayescale import scoring
+
     q = np.quantile(draws, [(1 - lv) / 2 for lv in LEVELS] + [(1 + lv) / 2 for lv in LEVELS], axis=0)
     inside = [(y >= lo) & (y <= hi) for lo, hi in zip(q[:len(LEVELS)], q[len(LEVELS):])]
-    out = {"coverage": [float(np.mean(v)) for v in inside],
-           "ll": float(np.mean(scoring.lognormal_mixture_logpdf(y, log_mu, sigma, df=df))),
-           "rmsle": float(scoring.rmsle(np.median(draws, axis=0), y)),
+    if ll is None:
+        ll = [float(gaussian_kde(draws[:, j]).logpdf(y[j])[0]) for j in range(len(y))]
+    out = {"coverage": [float(np.mean(v)) for v in inside], "ll": float(np.mean(ll)),
+           "rmsle": float(scoring.rmsle(np.maximum(np.median(draws, axis=0), 1e-300), y)),
            "crps": float(np.mean(scoring.crps_from_draws(draws, y)))}
     if beyond is not None:
         b = np.asarray(beyond, float)
@@ -272,21 +284,6 @@ def _scores(y, log_mu, sigma, rng, df=None, beyond=None) -> dict:
             sel = (b == 0) if hi == 0 else (b > lo) & (b <= hi)
             out["by_distance"][name] = [int(sel.sum()), int(i50[sel].sum()), int(i90[sel].sum())]
     return out
-
-
-def _draw_scores(y, draws) -> dict:
-    """The scores of :func:`_scores` from predictive draws ``(S, m)`` of y; the log density by a Gaussian kernel
-    density estimate of each point's draws (Scott's bandwidth)."""
-    from scipy.stats import gaussian_kde
-
-    from bayescale import scoring
-
-    q = np.quantile(draws, [(1 - lv) / 2 for lv in LEVELS] + [(1 + lv) / 2 for lv in LEVELS], axis=0)
-    inside = [(y >= lo) & (y <= hi) for lo, hi in zip(q[:len(LEVELS)], q[len(LEVELS):])]
-    ll = [float(gaussian_kde(draws[:, j]).logpdf(y[j])[0]) for j in range(len(y))]
-    return {"coverage": [float(np.mean(v)) for v in inside], "ll": float(np.mean(ll)),
-            "rmsle": float(scoring.rmsle(np.maximum(np.median(draws, axis=0), 1e-300), y)),
-            "crps": float(np.mean(scoring.crps_from_draws(draws, y)))}
 
 
 def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, object]:

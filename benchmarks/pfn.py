@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import ROOT, output_args, publish
+from benchmarks._common import ROOT, Table, describe, load_json, output_args, publish, shown
+
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 # disjoint from training (fold_in of seed 0), validation (10_000_000+) and recalibration (30_000_000+)
 TEST_SEED = 20_000_000
@@ -274,8 +275,6 @@ def plot(results: dict, path: Path):
 def tables(out: Path) -> list:
     """The PFN's tables from ``pfn.json``: (a) prior-draw calibration and per family, (b) agreement with NUTS and by
     NUTS predictive sd, (c, d) speed and size."""
-    from benchmarks._common import Table, describe, load_json, shown
-
     path = Path(out) / "pfn.json"
     res = load_json(path)
     if res is None:
