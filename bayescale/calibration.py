@@ -31,6 +31,7 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
+from bayescale.error_model import heldout_errors
 from bayescale.errors import BayescaleError, RunTableError
 from bayescale.runs import distance_beyond, run_size, scales_for, simpler_law
 
@@ -236,11 +237,9 @@ def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, nois
             w, khat = _psis(loglik, future)
             if khat > KHAT_MAX:
                 continue
-            lmu = np.log(np.maximum(mu[:, block], 1e-300))
-            m = w @ lmu
-            var = w @ (lmu - m) ** 2 + w @ noise_sd[:, block] ** 2
-            tables.append(pd.DataFrame({"r": np.log(y[block]) - m, "s": np.sqrt(var), "block": j, "khat": khat,
-                                        "beyond": distance_beyond(law, runs.iloc[block], scales_for(law, runs[~future]))}))
+            tables.append(heldout_errors(y[block], np.log(np.maximum(mu[:, block], 1e-300)), noise_sd[:, block],
+                                         distance_beyond(law, runs.iloc[block], scales_for(law, runs[~future])),
+                                         w).assign(block=j, khat=khat))
         table = pd.concat(tables, ignore_index=True)
         return table, (f"importance-sampled leave-future-out of the {n_out} {which} run{'s' * (n_out != 1)} in "
                        f"{len(tables)} block{'s' * (len(tables) != 1)}, Pareto k up to {table['khat'].max():.2f}")

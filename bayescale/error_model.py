@@ -49,13 +49,43 @@ from scipy.special import logsumexp
 from bayescale.errors import SettingError
 from bayescale.noise import log_sd
 
-__all__ = ["ErrorModel", "ExtrapolationError", "check_error", "default_error_model", "learn", "noise_level"]
+__all__ = ["ErrorModel", "ExtrapolationError", "check_error", "default_error_model", "heldout_errors", "learn",
+           "noise_level"]
 
 GRID = np.linspace(np.log(1e-4), np.log(5.0), 161)  # ln tau grid (ln-units per decade^gamma)
 FAMILY_SD = 0.5  # sd of a family's offset of ln tau (ln units): how different families may be a priori
 OMEGA_MIN = 0.05  # smallest sd of ln tau between curves: below the grid's resolution
 SPAN_REF, NOISE_REF = 1.0, 0.01  # covariate reference values: 1 decade of runs, 1% noise
 COVARIATES = ("span", "noise")  # what ln tau may depend on besides the family and the domain
+
+
+def heldout_errors(y, log_mu, noise_sd, beyond, weights=None) -> pd.DataFrame:
+    """Errors of predictions of held-out runs, as :func:`learn` and :meth:`ErrorModel.posterior` take them.
+
+    ``r = ln y - E[ln mu]`` and ``s^2 = Var[ln mu] + E[sd^2]`` (ln units), the expectations over posterior draws
+    (weighted by ``weights`` (S,), summing to 1, e.g. importance weights; else alike).
+
+    Parameters
+    ----------
+    y : array (m,)
+        Observed outcomes (positive).
+    log_mu, noise_sd : array (S, m)
+        Per draw and run: ln of the mean curve and the noise's sd of ``ln y`` (:func:`bayescale.noise.log_sd`).
+    beyond : array (m,)
+        Decades beyond the runs the draws were fitted to (:func:`bayescale.runs.distance_beyond`).
+    weights : array (S,), optional
+
+    Returns
+    -------
+    DataFrame
+        Columns ``r``, ``s``, ``beyond``.
+    """
+    log_mu = np.asarray(log_mu, float)
+    w = np.full(len(log_mu), 1.0 / len(log_mu)) if weights is None else np.asarray(weights, float)
+    m = w @ log_mu
+    var = w @ (log_mu - m) ** 2 + w @ np.asarray(noise_sd, float) ** 2
+    return pd.DataFrame({"r": np.log(np.asarray(y, float)) - m, "s": np.sqrt(var),
+                         "beyond": np.asarray(beyond, float)})
 
 
 def _rank_one(const, rr, ua, ub, t2, xp=np):
@@ -250,7 +280,9 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "",
         A column grouping curves into domains (e.g. the suite). Each domain gets its own offset of ``ln tau``,
         ``Normal(0, omega_domain^2)``, integrated out: curves of one domain are alike, and a user's curve comes from
         a domain the corpus may lack, so its prior carries ``omega_domain`` too. Each domain weighs the same in
-        total, so a domain of many curves does not decide alone. None: one domain.
+        total, so a domain of many curves does not decide alone. None (or a single domain): the corpus is one
+        domain and a new curve comes from it (``omega_domain`` = 0), as when a lab learns from its own past curves
+        (:meth:`bayescale.fit.Fit.heldout_errors`).
     source : str
         What the corpus is (recorded in the model).
     covariates : "select" or tuple of str
@@ -353,9 +385,11 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
     q = np.linspace(-4, 4, 33)  # standardised domain offsets
     log_wq = -0.5 * q**2 - logsumexp(-0.5 * q**2)
 
+    one = len(doms) == 1  # one domain: a new curve is taken to come from it, so no spread between domains
+
     def unpack(th, xp=jnp):
         return (th[0], OMEGA_MIN + xp.exp(th[1]), 0.25 + 2.25 / (1 + xp.exp(-th[2])), th[3] * use[0],
-                th[4] * use[1], xp.exp(th[5]), xp.exp(th[6]), th[7:])
+                th[4] * use[1], 0.0 if one else xp.exp(th[5]), xp.exp(th[6]), th[7:])
 
     def objective(th):
         a, om, gam, bs_, bn, om_d, kappa, off = unpack(th)
@@ -372,7 +406,8 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
         # domains: Normal(0, 1) slopes; a Rayleigh(1) domain sd, zero at 0, since with a handful of domains the
         # maximum likelihood of a spread between them often sits at 0, which would make a new domain's tau certain
         # (a boundary-avoiding prior: Chung et al. 2013, Psychometrika 78:685)
-        return (-total + 0.5 * jnp.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2 + om_d**2) - jnp.log(om_d)
+        spread = 0.0 if one else 0.5 * om_d**2 - jnp.log(om_d)
+        return (-total + 0.5 * jnp.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2) + spread
                 + 0.5 * jnp.log(kappa) ** 2)
 
     grad = jax.jit(jax.value_and_grad(objective))

@@ -27,7 +27,8 @@ from tqdm.auto import tqdm
 
 from bayescale import calibration, config
 from bayescale.bands import DEFAULT_LEVELS, bands_from_draws
-from bayescale.error_model import ErrorModel, ExtrapolationError, check_error, default_error_model, noise_level
+from bayescale.error_model import (ErrorModel, ExtrapolationError, check_error, default_error_model, heldout_errors,
+                                   noise_level)
 from bayescale.errors import BayescaleError, FitFileError, SettingError, UnknownLawError
 from bayescale.laws import Law, Scales, get_law, is_builtin
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
@@ -141,6 +142,41 @@ class Fit:
             sd = log_sd(self.likelihood, mu, draws.sigma[:, None], self.df)
             cache[holdout] = calibration.own_errors(self.law, self.runs, mu, draws.logpdf(y[None, :], mu), sd, holdout)
         return cache[holdout]
+
+    def heldout_errors(self, at, observed, curve=None) -> pd.DataFrame:
+        """This fit's errors at runs it did not see, with its own leave-future-out errors: the rows
+        :func:`bayescale.error_model.learn` takes, so that an error model can be learned from one's own past
+        curves (fit each on its early runs, collect the rows, ``learn(rows, domain=None)``, then
+        ``fit.with_error(model)``).
+
+        Parameters
+        ----------
+        at : points (as for :meth:`predict`)
+            The runs held out.
+        observed : array
+            Their outcomes, one per point.
+        curve : str, optional
+            The curve's id in the corpus (default: the fit's group, else ``"curve"``).
+
+        Returns
+        -------
+        DataFrame
+            ``kind="target"`` rows for the held-out runs and ``kind="own"`` rows (with ``block``) for
+            :meth:`own_errors`: ``r`` (ln y minus the raw predicted mean of ln y), ``s`` (its sd), ``beyond``
+            (decades), and per curve ``curve``, ``family``, ``span`` (decades of runs) and ``noise`` (ln units).
+        """
+        frame = query_points(self.law, at, self.columns)
+        y = np.asarray(observed, float).reshape(-1)
+        if y.shape != (len(frame),) or not (np.isfinite(y) & (y > 0)).all():
+            raise ValueError(f"observed must be {len(frame)} positive finite values, one per point; got {y}")
+        draws = self.posterior_draws(2000, seed=0, discrepancy=0.0)
+        mu = draws.mean(frame)
+        target = heldout_errors(y, np.log(mu), log_sd(self.likelihood, mu, draws.sigma[:, None], self.df),
+                                draws.beyond(frame)).assign(kind="target", block=0)
+        own = self.own_errors()[0][["r", "s", "beyond", "block"]].astype(float).assign(kind="own")
+        tag = dict(curve=str(curve if curve is not None else "curve" if self.group is None else self.group),
+                   family=self.law.name, span=fitted_span(self.law, self.scales), noise=self.noise_level)
+        return pd.concat([t for t in (target, own) if len(t)], ignore_index=True).assign(**tag)
 
     def with_error(self, error) -> "Fit":
         """The same posterior predicting with another extrapolation error: an :class:`ExtrapolationError`, an

@@ -223,8 +223,7 @@ def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
             lmu = np.log(mu_t)
             yt = tgt["y"].to_numpy(float)
             sd_t = noise.log_sd(likelihood, mu_t, sig[:, None], DF)
-            heldout = pd.DataFrame({"r": np.log(yt) - lmu.mean(0), "s": np.sqrt(lmu.var(0) + np.mean(sd_t**2, 0)),
-                                    "beyond": distance_beyond(law, tgt, scales)})
+            heldout = error_model.heldout_errors(yt, lmu, sd_t, distance_beyond(law, tgt, scales))
             pp = _file(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"])), likelihood, peer=True)
             peer = np.load(pp) if pp.exists() else None
             out.append(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"]), law=law.name,

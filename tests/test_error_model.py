@@ -118,20 +118,59 @@ def test_saved_fits_keep_their_error(chinchilla_fit, tmp_path):
     assert back.error == chinchilla_fit.error and back.error_model == default_error_model()
 
 
+def test_heldout_errors_are_the_predictive_mean_and_sd_of_ln_y():
+    """Two equally weighted draws of ln mu, 0 and 2, noise sd 1: mean 1, variance 1 + 1; weights move the mean."""
+    from bayescale.error_model import heldout_errors
+
+    e = heldout_errors([np.e], [[0.0], [2.0]], [[1.0], [1.0]], [0.5])
+    assert np.allclose(e[["r", "s", "beyond"]].to_numpy(), [[0.0, np.sqrt(2.0), 0.5]])
+    w = heldout_errors([np.e], [[0.0], [2.0]], [[1.0], [1.0]], [0.5], weights=[0.75, 0.25])
+    assert np.isclose(w["r"].iloc[0], 1.0 - 0.5) and np.isclose(w["s"].iloc[0], np.sqrt(0.75 + 1.0))
+
+
+def test_a_lab_learns_an_error_model_from_its_own_past_curves(chinchilla_fit):
+    """A fit's held-out errors are the rows ``learn`` takes; a corpus of one domain adds no spread between domains
+    (the new curve comes from it), so its prior is narrower than with the same curves split into domains."""
+    from tests.conftest import chinchilla_truth
+
+    N, D = np.array([3e9, 1e10, 3e10]), np.array([3e11, 1e12, 3e12])
+    rows = chinchilla_fit.heldout_errors({"N": N, "D": D}, chinchilla_truth(N, D), curve="mine")
+    assert list(rows["kind"].unique()) == ["target", "own"] and (rows["curve"] == "mine").all()
+    target = rows[rows.kind == "target"]
+    assert (np.diff(target["beyond"]) > 0).all() and (target["s"] > 0).all() and (rows["family"] == "chinchilla").all()
+    with pytest.raises(ValueError, match="3 positive finite values"):
+        chinchilla_fit.heldout_errors({"N": N, "D": D}, [1.0, -1.0, 2.0])
+    corpus = simulated_corpus()
+    one = learn(corpus, domain=None, covariates=())
+    split = learn(corpus, domain="suite", covariates=())
+    assert one.omega_domain == 0.0 and split.omega_domain > 0
+    assert one.prior("M2", 1.0, 0.01)[1] < split.prior("M2", 1.0, 0.01)[1]
+
+
 @pytest.mark.slow
 def test_default_bands_cover_a_bend_beyond_the_runs_where_raw_bands_fail():
-    """Simulated misspecification (issue 16): the raw 90% band under-covers; the default one does not, and is closer
-    to nominal (coverage measured by ``python -m benchmarks.misspecified``)."""
+    """Simulated misspecification (issue 16): curves whose power law bends beyond the runs, fitted with M2. The raw
+    90% band under-covers the runs beyond; the shipped default over-covers a little (it was learned on real curves,
+    which bend more), and an error model learned from other curves of the same kind, as a lab would learn one from
+    its own past curves, covers within 5 points of nominal (``python -m benchmarks.misspecified``)."""
     from bayescale.simulate import broken_power_law
     from tests.conftest import FAST
 
-    data = broken_power_law(24, seed=0)
-    fits = bs.fit_many(data[~data.target], "M2", group="curve", x="x", y="y", refit_flagged=False, **FAST)
-    cover = {"default": [], "raw": []}
-    for c, f in fits.items():
-        t = data[(data.curve == c) & data.target]
+    def fits(seed):
+        data = broken_power_law(192, seed=seed)
+        out = bs.fit_many(data[~data.target], "M2", group="curve", x="x", y="y", refit_flagged=False, seed=seed,
+                          **FAST)
+        return {c: (f, data[(data.curve == c) & data.target]) for c, f in out.items()}
+
+    rows = pd.concat([f.heldout_errors(t["x"].to_numpy(), t["y"].to_numpy(), curve=c) for c, (f, t) in fits(1).items()])
+    assert set(rows["kind"]) == {"target", "own"} and rows["curve"].nunique() == 192
+    learned = learn(rows, domain=None)
+    assert learned.omega_domain == 0.0   # one domain: a new curve comes from it
+    cover = {"default": [], "raw": [], "learned": []}
+    for f, t in fits(0).values():
         for kind in cover:
-            b = f.predict(t["x"].to_numpy(), levels=(0.9,), seed=0, raw=kind == "raw")
-            cover[kind].extend(b.covers(t["y"].to_numpy(), 0.9))
-    default, raw = np.mean(cover["default"]), np.mean(cover["raw"])
-    assert raw < 0.8 and default >= 0.85 and abs(default - 0.9) < abs(raw - 0.9), (default, raw)
+            g = f.with_error({"default": "default", "raw": None, "learned": learned}[kind])
+            cover[kind].extend(g.predict(t["x"].to_numpy(), levels=(0.9,), seed=0).covers(t["y"].to_numpy(), 0.9))
+    cov = {k: float(np.mean(v)) for k, v in cover.items()}
+    assert cov["raw"] < 0.8 and abs(cov["learned"] - 0.9) <= 0.05, cov
+    assert cov["default"] >= 0.85 and abs(cov["default"] - 0.9) < abs(cov["raw"] - 0.9), cov
