@@ -24,11 +24,19 @@ take their defaults from the environment when this module is imported:
   (default 0.05). A fit is one program that compiles in seconds; a prediction's draws and densities compile in about
   a tenth of a second each, and reading them back takes a few milliseconds. JAX's op-by-op programs compile faster
   than the default (hundredths of a second each, one file per shape), so they are not written;
-- ``cpu.devices``: ``BAYESCALE_CPU_DEVICES``, default the usable cores, at most 8.
+- ``cpu.devices``: ``BAYESCALE_CPU_DEVICES``, default the usable cores, at most 8;
+- ``gc.freeze``: ``BAYESCALE_GC_FREEZE`` (default on): once the first fit has imported what fits need,
+  :func:`freeze_imports` moves every object then alive (mostly the libraries' modules: JAX, SciPy, pandas, xarray,
+  ArviZ, several hundred thousand objects) to Python's permanent generation (:func:`gc.freeze`). The cyclic garbage
+  collector then skips them in every full collection and at exit (about 0.3 s of a first answer's 3 s here:
+  "First answer" in ``benchmarks/RESULTS.md``). The cost: cyclic garbage among the objects alive at that moment is
+  never collected (objects freed by reference counting are freed as usual). Once per process; ``off`` to keep
+  Python's default.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import sys
@@ -42,7 +50,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-__all__ = ["Settings", "backend", "cpu_model", "settings", "setup", "usable_cores"]
+__all__ = ["Settings", "backend", "cpu_model", "freeze_imports", "settings", "setup", "usable_cores"]
 
 _OFF = {"", "0", "off", "none", "false", "no"}
 
@@ -89,7 +97,7 @@ def _path(value) -> str:
 
 
 _VALIDATE = {"cache.enabled": _boolean, "cache.dir": _path, "cache.min_compile_secs": _non_negative_float,
-             "cpu.devices": _positive_int}
+             "cpu.devices": _positive_int, "gc.freeze": _boolean}
 
 
 class Settings(MutableMapping):
@@ -141,6 +149,7 @@ def _from_environment() -> Settings:
         "cache.dir": cache if enabled and cache is not None else os.path.join("~", ".cache", "bayescale", "jax"),
         "cache.min_compile_secs": env("BAYESCALE_JAX_CACHE_MIN_COMPILE_SECS", _non_negative_float, 0.05),
         "cpu.devices": env("BAYESCALE_CPU_DEVICES", _positive_int, min(usable_cores(), 8)),
+        "gc.freeze": env("BAYESCALE_GC_FREEZE", _boolean, True),
     })
 
 
@@ -196,6 +205,16 @@ def setup() -> None:
     _set_cpu_devices()
     _set_cache()
     _applied["settings"] = wanted
+
+
+def freeze_imports() -> bool:
+    """Once per process, if ``settings["gc.freeze"]``: :func:`gc.freeze` (see the module docstring). A fit calls it
+    when its imports are done. Returns whether it froze now."""
+    if not settings["gc.freeze"] or _applied.get("gc.freeze"):
+        return False
+    gc.freeze()
+    _applied["gc.freeze"] = True
+    return True
 
 
 def backend() -> str:

@@ -57,9 +57,10 @@ def test_import_meanwhile_finishes_before_the_fit_goes_on(tmp_path, monkeypatch)
     (tmp_path / "slow_module_ok.py").write_text("import time\ntime.sleep(0.2)\nDONE = True\n")
     (tmp_path / "slow_module_bad.py").write_text("raise ImportError('broken on purpose')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    thread = _import_meanwhile("slow_module_ok")
+    (tmp_path / "slow_module_two.py").write_text("import time\ntime.sleep(0.1)\nDONE = True\n")
+    thread = _import_meanwhile("slow_module_ok", "slow_module_two")
     thread.join()
-    assert sys.modules["slow_module_ok"].DONE
+    assert sys.modules["slow_module_ok"].DONE and sys.modules["slow_module_two"].DONE
     assert _import_meanwhile("slow_module_ok") is None  # already imported: nothing to do
     _import_meanwhile("slow_module_bad").join()  # the thread stays silent; the main thread's import says why
     with pytest.raises(ImportError, match="broken on purpose"):
@@ -117,8 +118,9 @@ def test_settings_are_validated():
     s["cpu.devices"] = "4"
     s["cache.enabled"] = "off"
     s["cache.min_compile_secs"] = "0.1"
-    assert (s["cpu.devices"], s["cache.enabled"], s["cache.min_compile_secs"]) == (4, False, 0.1)
-    for key, bad in [("cpu.devices", 0), ("cpu.devices", "two"), ("cache.enabled", "maybe"),
+    s["gc.freeze"] = "off"
+    assert (s["cpu.devices"], s["cache.enabled"], s["cache.min_compile_secs"], s["gc.freeze"]) == (4, False, 0.1, False)
+    for key, bad in [("cpu.devices", 0), ("cpu.devices", "two"), ("cache.enabled", "maybe"), ("gc.freeze", "later"),
                      ("cache.min_compile_secs", -1), ("cache.min_compile_secs", "nan"), ("cache.dir", "")]:
         with pytest.raises(ValueError, match=key):
             s[key] = bad
@@ -126,7 +128,7 @@ def test_settings_are_validated():
         s["cache.size"] = 1
     with pytest.raises(TypeError):
         del s["cpu.devices"]
-    assert set(s) == set(config.settings) and len(s) == 4
+    assert set(s) == set(config.settings) and len(s) == 5
 
 
 def test_helpers():
@@ -146,3 +148,16 @@ def test_public_names_load_lazily(tmp_path):
             "assert bs.fit is sys.modules['bayescale.fit'].fit and bs.laws is sys.modules['bayescale.laws']\n"
             "print(hasattr(bs, 'no_such_name'))")
     assert run_python(code, tmp_path) == "False"
+
+
+def test_the_first_fit_freezes_the_imported_objects_once(tmp_path, chinchilla_fit):
+    """The garbage collector skips the libraries' objects after the first fit (a faster fit and exit); once per
+    process, and never with ``BAYESCALE_GC_FREEZE=off``."""
+    import gc
+
+    assert gc.get_freeze_count() > 50_000 and config.freeze_imports() is False  # the fixture's fit froze them
+    code = ("import gc; before = gc.get_freeze_count()\n"   # Python itself starts with a few hundred
+            "import bayescale as bs\n"
+            "print(bs.config.freeze_imports(), gc.get_freeze_count() > before + 50_000, bs.config.freeze_imports())")
+    assert run_python(code, tmp_path) == "True True False"
+    assert run_python(code, tmp_path, BAYESCALE_GC_FREEZE="off") == "False False False"
