@@ -61,6 +61,10 @@ def _text_table(rows: list[dict]) -> str:
     return "\n".join([fmt(cols), *(fmt([str(r[c]) for c in cols]) for r in rows)])
 
 
+BEYOND_NOTE = ("beyond: decades past the fitted runs (0 inside their range; for N and D, past them in either input "
+               "or in N x D); the bands widen with it")
+
+
 def _law_help() -> str:
     names = ", ".join(law.name for law in bs.list_laws())
     return f"law family, one of: {names} (`bayescale laws NAME` explains one)"
@@ -250,6 +254,7 @@ def cmd_predict(args) -> int:
         print(f"extrapolation error: {bands.attrs['extrapolation_error']}"
               + ("" if args.raw else " (--raw: the raw posterior, too narrow beyond the runs)"))
         _print_table(bands.table(), False)
+        print(BEYOND_NOTE)
         if not f.ok:
             print("warning: the fit's diagnostics failed: " + "; ".join(f.warnings))
     return 0
@@ -274,6 +279,7 @@ def _predict_pfn(args) -> int:
     for g, b in res.items():
         print(f"PFN ({b.attrs['pfn_weights']}); bands for a new run (noise included)" + ("" if g is None else f"  [group {g}]"))
         _print_table(b.table(), False)
+    print(BEYOND_NOTE)
     return 0
 
 
@@ -442,6 +448,9 @@ def cmd_next_runs(args) -> int:
         print(f"target {args.target}: posterior sd of log {f.columns.get('y', args.y)} now "
               f"{table.attrs['var_before'] ** 0.5:.4g}; "
               f"chosen batch ({int(table['chosen'].sum())} run(s), cost {table.attrs['batch_cost']:.4g}) first")
+        if table.attrs.get("already_have"):
+            n = table.attrs["already_have"]
+            print(f"left out {n} candidate{'s' * (n > 1)} you already have (the same inputs as a fitted run)")
         if f.local is not None:
             print(f"local fit: runs and candidates carry an extra error of {f.local['tau']:.3g} per decade from the "
                   "target (ln units)")
@@ -614,11 +623,11 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("laws", help="list the registered law families, or explain one (`bayescale laws chinchilla`)")
     p.add_argument("name", nargs="?", help="a family to explain: its inputs, parameters and their priors")
-    p.add_argument("--law", help="the same as NAME")
+    p.add_argument("--law", help="the same as NAME: " + _law_help())
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_laws)
     p = sub.add_parser("fit", help="fit a law with NUTS and save the posterior")
-    p.add_argument("--law", required=True)
+    p.add_argument("--law", required=True, help=_law_help())
     p.add_argument("--group", help="column naming curves: fit each one (vectorised)")
     p.add_argument("--out", help="netCDF file for the fit (with --group: one file per group)")
     _add_fit_args(p)
@@ -639,7 +648,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--local", metavar="TAU", help="refit the law locally around the query points: each fitted run "
                    "carries an extra error TAU x its distance in decades from them (e.g. 0.1), or 'auto' (TAU by "
                    "leave-future-out on the runs)")
-    p.add_argument("--levels", default="0.5,0.8,0.9,0.95")
+    p.add_argument("--levels", default="0.5,0.8,0.9,0.95", help="central interval levels, comma-separated (each "
+                   "gives columns loNN and hiNN; default 0.5,0.8,0.9,0.95)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--out", help="write the bands as netCDF")
     p.add_argument("--json", action="store_true")

@@ -614,6 +614,17 @@ def _data_checks(f: Fit) -> list[str]:
             if gap > ISOLATED_DECADES:
                 out.append(f"the run {_describe_run(law, runs.iloc[i])} lies {gap:.1f} decades from every other "
                            f"run's {inp.name}: a unit slip? Check that row")
+        # several runs slipped alike (e.g. every third row in billions): two groups of runs decades apart
+        cut = np.sort(np.unique(lv))
+        k = int(np.argmax(np.diff(cut)))
+        gap = cut[k + 1] - cut[k]
+        low = lv <= cut[k]
+        if gap > ISOLATED_DECADES and min(low.sum(), (~low).sum()) >= 2:
+            few = np.flatnonzero(low if low.sum() <= (~low).sum() else ~low)
+            rows = "; ".join(_describe_run(law, runs.iloc[i]) for i in few[:3]) + ("; ..." if len(few) > 3 else "")
+            side = "below" if low[few[0]] else "above"
+            out.append(f"{len(few)} runs ({rows}) have {inp.name} {gap:.1f} decades {side} every other run's: a unit "
+                       "slip in those rows (billions for units)? Check those rows")
     mu = np.median(f.posterior_draws(500, seed=0, discrepancy=0.0).mean(runs), axis=0)
     if (y > 0).all() and (mu > 0).all():
         sd = np.median(log_sd(f.likelihood, mu, np.median(f.draws(500)["sigma"]), f.df))

@@ -42,7 +42,8 @@ def test_fit_then_predict(runs_csv, tmp_path, capsys):
     p = res["points"][0]
     assert p["lo90"] <= p["lo50"] <= p["median"] <= p["hi50"] <= p["hi90"]
     assert main(["predict", str(out), "--at", "N=7e10,D=1.4e12"]) == 0
-    assert "median" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "median" in printed and "beyond: decades past the fitted runs" in printed   # the column explained
     # --local: refitted around the query point, the fitted runs discounted by their distance: a wider band there
     assert main(["predict", str(out), "--at", "N=7e10,D=1.4e12", "--levels", "0.9", "--json", "--local", "0.1"]) == 0
     loc = json.loads(capsys.readouterr().out)["points"][0]
@@ -228,9 +229,10 @@ def test_laws_compact_table_and_one_family(capsys):
     assert [p["name"] for p in res["parameters"]] == ["m", "w", "alphaN", "alphaD"]
     assert all(p["description"] and p["prior"] for p in res["parameters"])
     assert main(["laws", "chinchila"]) == 2 and "unknown law 'chinchila'" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["next-runs", "--help"])
-    assert "chinchilla, downstream, kaplan" in " ".join(capsys.readouterr().out.split())
+    for command in ("next-runs", "fit", "laws"):   # every --law lists the families
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "chinchilla, downstream, kaplan" in " ".join(capsys.readouterr().out.split()), command
 
 
 def test_report_law_optional_with_laws_and_out_file_is_an_error(runs_csv, tmp_path, capsys):

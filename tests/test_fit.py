@@ -374,7 +374,12 @@ def test_runs_the_law_cannot_explain_are_named():
     named = [w for w in f.warnings if "Check that row" in w]
     assert named and all(f"N={slipped.loc[7, 'params']:.4g}" in w for w in named)
     assert not [w for w in bs.fit(runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0,
-                                  **FAST).warnings if "Check that row" in w]
+                                  **FAST).warnings if "Check that row" in w or "Check those rows" in w]
+    every_third = runs.copy()
+    every_third.loc[::3, "params"] = every_third.loc[::3, "params"] / 1e9
+    named = [w for w in bs.fit(every_third, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0,
+                               **FAST).warnings if "Check those rows" in w]
+    assert len(named) == 1 and f"{len(runs.loc[::3])} runs (N={every_third.loc[0, 'params']:.4g}" in named[0]
     x = EXAMPLES["M2"].design["x"]
     rising = pd.DataFrame({"x": x, "y": 0.5 + 0.05 * np.log(x)})
     g = bs.fit(rising, "M2", x="x", y="y", seed=0, **FAST)

@@ -17,9 +17,10 @@ TARGET = {"N": 7e10, "D": 1.4e12}
 
 @pytest.fixture(scope="module")
 def hand_made(chinchilla_runs):
-    """A duplicate of an existing (small) run and a run beyond the data, toward the target; equal costs."""
+    """A near-duplicate (0.1% larger) of an existing small run and a run beyond the data, toward the target; equal
+    costs. (An exact duplicate is left out: ``test_runs_already_trained_are_not_candidates``.)"""
     dup = chinchilla_runs.iloc[0]
-    return pd.DataFrame({"params": [dup["params"], 4e9], "tokens": [dup["tokens"], 4e11], "cost": [1.0, 1.0],
+    return pd.DataFrame({"params": [dup["params"] * 1.001, 4e9], "tokens": [dup["tokens"], 4e11], "cost": [1.0, 1.0],
                          "name": ["duplicate", "beyond"]})
 
 
@@ -40,6 +41,27 @@ def test_prefers_run_beyond_the_data_over_a_duplicate(chinchilla_fit, hand_made)
     assert ((table["ess_median"] > 1) & (table["ess_median"] <= d.size + 1e-9)).all()
     # the most-uncertain-point column: a run beyond the data is more uncertain than a duplicate of a fitted one
     assert by.loc["beyond", "candidate_sd"] > by.loc["duplicate", "candidate_sd"]
+
+
+def test_runs_already_trained_are_not_candidates(chinchilla_fit, chinchilla_runs, capsys, tmp_path):
+    have = chinchilla_runs.nlargest(2, "params")[["params", "tokens"]]
+    cands = pd.concat([have, pd.DataFrame({"params": [2e10], "tokens": [4e11]})], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=8))
+    assert len(table) == 1 and table.iloc[0]["params"] == 2e10 and table.attrs["already_have"] == 2
+    tiny = pd.DataFrame({"params": [1.1e7], "tokens": [1.1e9]})   # a small run inside the data: buys nothing
+    with pytest.warns(UserWarning, match="no candidate is expected to narrow the target by 1%"):
+        useless = next_runs(chinchilla_fit, tiny, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=8))
+    assert "buys nothing measurable" in useless.attrs["warning"]
+    with pytest.raises(bs.BayescaleError, match="every one of the 2 candidate runs is a run you already have"):
+        next_runs(chinchilla_fit, have, target=TARGET, k=1, seed=0)
+    path = chinchilla_fit.save(tmp_path / "f.nc")
+    have.to_csv(tmp_path / "have.csv", index=False)
+    assert main(["next-runs", str(path), "--candidates", str(tmp_path / "have.csv"), "--target",
+                 "N=70B,D=1.4T"]) != 0
+    out = capsys.readouterr()
+    assert "already have" in out.err and "Traceback" not in out.err
 
 
 def test_cost_changes_the_choice(chinchilla_fit, hand_made):
@@ -78,7 +100,7 @@ def test_horizon_compares_plans_not_single_runs(chinchilla_fit):
     beyond the data narrows it far more than all of them together. Within a horizon that affords the big run, the
     plan comparison buys it; without one, the myopic per-cost choice buys a small run."""
     small = pd.DataFrame({"params": np.geomspace(1e7, 1e9, 6)[[0, 1, 2, 3, 4, 5, 0, 1]],
-                          "tokens": [1e9] * 6 + [1e11] * 2, "name": [f"small{i}" for i in range(8)]})
+                          "tokens": [1.5e9] * 6 + [7e10] * 2, "name": [f"small{i}" for i in range(8)]})
     cands = pd.concat([small, pd.DataFrame({"params": [4e9], "tokens": [4e11], "name": ["beyond"]})],
                       ignore_index=True).assign(cost=1.0)
     equal = next_runs(chinchilla_fit, cands, target=TARGET, seed=0).set_index("name")
@@ -228,9 +250,10 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
                "--samples", "300", "--quiet", "--outcomes", "8", "--out", str(out)])
     assert rc == 0
     ranked = pd.read_csv(out)
-    assert len(ranked) == 6 and ranked["chosen"].sum() == 2
+    assert len(ranked) == 5 and ranked["chosen"].sum() == 2   # 6 in the grid; (1e7, 1e9) is a fitted run
     sd_global = float(ranked["target_sd"].iloc[0])
-    assert "posterior sd of log loss" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "posterior sd of log loss" in printed and "left out 1 candidate you already have" in printed
     rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target", "N=7e10,D=1.4e12",
                "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--chains", "2", "--warmup", "300", "--samples", "300",
                "--quiet", "--outcomes", "8", "--horizon", "1e21", "--out", str(out)])
@@ -247,7 +270,7 @@ def test_cli_next_runs(chinchilla_runs, tmp_path, capsys):
     assert rc == 0 and "extra error of 0.1 per decade" in capsys.readouterr().out
     ranked = pd.read_csv(out)
     # every run is more than a decade from the target: discounted, they leave the target less certain
-    assert len(ranked) == 6 and float(ranked["target_sd"].iloc[0]) > sd_global
+    assert len(ranked) == 5 and float(ranked["target_sd"].iloc[0]) > sd_global
     for bad in ("-1", "x"):
         rc = main(["next-runs", str(path), "--law", "chinchilla", "--x", "N=params,D=tokens", "--target",
                    "N=7e10,D=1.4e12", "--grid", "N=1e7:4e9:3", "--grid", "D=1e9,4e11", "--local", bad])

@@ -43,6 +43,7 @@ from bayescale.runs import default_cost, outside, parse_size, query_points, rang
 __all__ = ["SearchOptions", "candidate_grid", "next_runs", "parse_target"]
 
 ESS_WARN = 20.0
+MIN_USEFUL = 0.01  # a candidate narrowing the target's variance by less than this share buys nothing measurable
 
 
 @dataclass(frozen=True)
@@ -431,6 +432,21 @@ def _extrapolation(law, cand, kind, spec, draws: PosteriorDraws) -> _Extrapolati
     return _Extrapolation(law, tau2, draws.components[0].scales, cand, targets, draws.components[0].gamma)
 
 
+def _without_existing(cand: pd.DataFrame, runs, law) -> tuple[pd.DataFrame, int]:
+    """``cand`` without the runs already trained (every input within 1e-6 relative of a run in ``runs``, law input
+    names), and how many were dropped; an error if none is left."""
+    names = list(law.input_names)
+    if runs is None or not set(names) <= set(getattr(runs, "columns", ())):
+        return cand, 0
+    c = cand[names].to_numpy(float)[:, None, :]
+    r = runs[names].to_numpy(float)[None, :, :]
+    have = np.all(np.abs(c - r) <= 1e-6 * np.maximum(np.abs(r), 1e-300), axis=2).any(axis=1)
+    if have.all():
+        raise BayescaleError(f"every one of the {len(cand)} candidate runs is a run you already have: give runs "
+                             "you could still train (e.g. larger models or more tokens)")
+    return cand[~have].reset_index(drop=True), int(have.sum())
+
+
 def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float | None = None, cost=None,
               run_error=None, search: SearchOptions = SearchOptions(), seed: int = 0, method: str = "nuts",
               law=None, x=None, inputs=None, y: str = "loss", fit_kwargs: dict | None = None) -> pd.DataFrame:
@@ -486,7 +502,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float
         weights), ``candidate_sd`` (predictive sd of the log outcome there: "most uncertain point"),
         ``run_error`` (the extra error used, when there is one), ``reaches_target_sd`` (goal mode),
         ``plan_reduction``/``plan_cost`` (with a horizon), ``chosen``, ``batch`` (1..k, greedy order) and
-        ``batch_gain``. ``attrs`` record the target, the variance before, the settings and any warning.
+        ``batch_gain``. Candidates that are runs already trained are left out (``attrs["already_have"]`` counts
+        them). ``attrs`` record the target, the variance before, the settings and any warning.
     """
     if method not in ("nuts", "pfn"):
         raise BayescaleError(f"method must be 'nuts' or 'pfn', got {method!r}")
@@ -515,7 +532,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float
                                  f"(columns: {list(runs.columns)})")
         lawobj = RUN_TABLE
         columns = {"x": xcol, "y": y}
-        cand = _candidates(lawobj, candidates, columns)
+        cand, have = _without_existing(_candidates(lawobj, candidates, columns), runs.rename(columns={xcol: "x"}),
+                                       lawobj)
         costs = _costs(lawobj, cand, cost)
         kind, spec = parse_target(target, lawobj, columns)
         if kind != "points":
@@ -534,7 +552,8 @@ def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float
         draws = posterior_draws(model, max_draws=search.max_draws, seed=seed)
         lawobj = draws.law
         columns = getattr(model, "columns", None) or {}
-        cand = _candidates(lawobj, candidates, columns)
+        cand, have = _without_existing(_candidates(lawobj, candidates, columns), getattr(model, "runs", None),
+                                       lawobj)
         costs = _costs(lawobj, cand, cost)
         kind, spec = parse_target(target, lawobj, columns)
         extrap = _extrapolation(lawobj, cand, kind, spec, draws)
@@ -582,11 +601,19 @@ def next_runs(fit_or_runs, candidates, target=None, *, k: int = 1, budget: float
         target_sd=search.target_sd, horizon=search.horizon, extrapolation_tau=tau_used,
         run_error_max=None if extra is None else float(np.max(extra)),
         plans=[{k_: v for k_, v in p_.items() if k_ != "ess"} for p_ in plans or []],
-        batch_cost=float(costs[chosen].sum()) if chosen else 0.0)
+        batch_cost=float(costs[chosen].sum()) if chosen else 0.0, already_have=have)
     low = [e for e in ess_rows if np.isfinite(e) and e < ESS_WARN]
+    notes = []
     if method == "nuts" and low:
-        msg = (f"importance weights of the chosen run(s) are degenerate (median ESS {min(low):.1f} < {ESS_WARN:g} of "
-               f"{n_draws} draws): the expected variance after is noisy; raise max_draws or refit after adding a run")
-        out.attrs["warning"] = msg
-        warnings.warn(msg, UserWarning, stacklevel=2)
+        notes.append(f"importance weights of the chosen run(s) are degenerate (median ESS {min(low):.1f} < "
+                     f"{ESS_WARN:g} of {n_draws} draws): the expected variance after is noisy; raise max_draws or "
+                     "refit after adding a run")
+    best = float(np.nanmax(out["reduction_frac"])) if len(out) else 0.0
+    if best < MIN_USEFUL:
+        notes.append(f"no candidate is expected to narrow the target by {MIN_USEFUL:.0%} or more of its variance "
+                     f"(best {max(best, 0.0):.1%}): the chosen run buys nothing measurable; offer runs nearer the "
+                     "target (larger models, more tokens)")
+    if notes:
+        out.attrs["warning"] = "; ".join(notes)
+        warnings.warn(out.attrs["warning"], UserWarning, stacklevel=2)
     return out
