@@ -645,6 +645,10 @@ def test_predict_returns_bands(tiny):
         predict(runs, x="n", y="loss", at=[1e9], weights=w)
     with pytest.warns(UserWarning, match="below the smallest run"):
         predict(runs[runs.curve == "a"], x="n", y="loss", at=[1e3, 1e9], weights=w)
+    # several model sizes whose x never repeat (the Chinchilla runs by tokens): named by their size column
+    sizes = bs.datasets.chinchilla()
+    with pytest.warns(UserWarning, match="column 'N' takes .* values: several model sizes"):
+        predict(sizes, x="D", y="loss", at=[1e12], weights=w)
     with pytest.raises(RunTableError, match="at least 3 distinct"):
         predict(runs.iloc[:2], x="n", y="loss", at=[1e9], weights=w)
     with pytest.raises(RunTableError, match="not in the run table"):

@@ -503,6 +503,22 @@ def _check_one_curve(cur, frame_q, x: str, g, group) -> None:
                       UserWarning, stacklevel=3)
 
 
+SIZE_COLUMNS = ("N", "params", "n_params", "parameters", "model_size", "size")  # model-size columns, by name
+
+
+def _check_sizes(df, x: str, y: str, group) -> None:
+    """Warn when, with no ``group=``, a model-size column (:data:`SIZE_COLUMNS`) other than x takes several
+    values: several models' curves in one table, which the PFN would read as one curve."""
+    if group is not None:
+        return
+    for col in SIZE_COLUMNS:
+        if col in df.columns and col not in (x, y) and df[col].nunique() > 1:
+            warnings.warn(f"column {col!r} takes {df[col].nunique()} values: several model sizes' curves in one "
+                          f"table? The PFN reads it as one curve; pass group={col!r} (CLI --group {col}) to predict "
+                          "each", UserWarning, stacklevel=3)
+            return
+
+
 def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, group: str | None = None,
             seed: int = 0, weights=None, calibrated: bool = True, views: int = DEFAULT_VIEWS, error="default"):
     """PFN posterior predictive bands for new runs at ``at``, from the runs in ``runs`` (one input x).
@@ -521,6 +537,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
     if not isinstance(x, str):
         raise RunTableError("the PFN supports one input x (a column name); two-input laws (N and D) are not supported")
     rd = prepare_runs(df, RUN_TABLE, y=y, x=x, group=group)  # columns, NaN, x > 0, y > 0, MIN_CONTEXT distinct x
+    _check_sizes(df, x, y, group)
     frame_q = query_points(RUN_TABLE, at, rd.columns)
     groups = rd.groups
     curves, scales = [], []
