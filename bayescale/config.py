@@ -28,10 +28,9 @@ take their defaults from the environment when this module is imported:
 - ``gc.freeze``: ``BAYESCALE_GC_FREEZE`` (default on): once the first fit has imported what fits need,
   :func:`freeze_imports` moves every object then alive (mostly the libraries' modules: JAX, SciPy, pandas, xarray,
   ArviZ, several hundred thousand objects) to Python's permanent generation (:func:`gc.freeze`). The cyclic garbage
-  collector then skips them in every full collection and at exit (about 0.3 s of a first answer's 3 s here:
-  "First answer" in ``benchmarks/RESULTS.md``). The cost: cyclic garbage among the objects alive at that moment is
-  never collected (objects freed by reference counting are freed as usual). Once per process; ``off`` to keep
-  Python's default.
+  collector then skips them in every full collection and at exit ("First answer" in ``benchmarks/RESULTS.md``).
+  The cost: cyclic garbage among the objects alive at that moment is never collected (objects freed by reference
+  counting are freed as usual). Once per process; ``off`` to keep Python's default.
 """
 
 from __future__ import annotations
