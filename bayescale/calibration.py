@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
-from scipy.special import logsumexp
 
 from bayescale.error_model import heldout_errors
 from bayescale.errors import BayescaleError, RunTableError
+from bayescale.noise import log_sd
 from bayescale.runs import distance_beyond, run_size, scales_for, simpler_law
 
 __all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors",
@@ -182,81 +182,69 @@ def calibrate_many(fits, holdout: float = 0.25, toward: str = "max", seed: int |
     return Calibration(estimate_tau(table["r"], table["s"], table["beyond"]), table, subs, methods)
 
 
-KHAT_MAX = 0.7  # Pareto k above which importance sampling cannot stand in for a refit (Vehtari et al. 2024)
 MAX_BLOCKS = 4  # own held-out runs are predicted in at most this many blocks (each a separate bend of the law)
 
 
-def own_errors(law, runs: pd.DataFrame, mu: np.ndarray, loglik: np.ndarray, noise_sd: np.ndarray,
-               holdout: float = 0.25) -> tuple[pd.DataFrame, str]:
-    """A fit's own leave-future-out errors without refitting: Pareto-smoothed importance sampling (ArviZ
-    ``psislw``) of its posterior draws, weighted ``1 / p(held-out runs | draw)``, stands in for the refit without
-    the ``holdout`` share of the runs furthest toward ``law.toward`` (at least one), which then predicts them.
-    Fewer runs are held out while the Pareto k exceeds :data:`KHAT_MAX` or too few distinct runs would remain.
-    The held-out runs are predicted in up to :data:`MAX_BLOCKS` blocks, nearest first, each from every run nearer
-    than it (prequential): each block is one bend of the law, so more runs give more independent evidence.
+def own_errors(law, runs: pd.DataFrame, refit, holdout: float = 0.25, seed: int = 0) -> tuple[pd.DataFrame, str]:
+    """A fit's own leave-future-out errors, by refits: the ``holdout`` share of the runs furthest toward
+    ``law.toward`` (at least one; fewer while too few distinct runs would remain) is predicted in up to
+    :data:`MAX_BLOCKS` blocks, nearest first, block j by a refit to every run nearer than it (prequential): each
+    block is one bend of the law, so more runs give more independent evidence.
+
+    Refits, not importance sampling: the posterior of all the runs has already bent towards the held-out ones, and
+    reweighting its draws (PSIS-LFO, used before) does not undo that: on the honest-bands suites its errors were
+    far smaller than a refit's, and the error model learned that they said almost nothing about the errors
+    further out.
 
     Parameters
     ----------
     law : Law
     runs : DataFrame
-        The fitted runs (law input columns and ``y``).
-    mu, loglik, noise_sd : ndarray
-        Per draw and run (S, n): the mean curve, ``log p(y | draw)`` and the noise's sd of ``ln y``
-        (:func:`bayescale.noise.log_sd`).
+        The fitted runs (law input columns, ``y``, optional ``se``).
+    refit : callable
+        ``refit(runs, seed) -> fit``: the model refitted to fewer runs (anything with ``posterior_draws``,
+        ``likelihood`` and ``df``, e.g. :meth:`bayescale.Fit.refit`), as ArviZ's ``SamplingWrapper`` refits.
     holdout : float
         Share of the runs to hold out at most.
+    seed : int
+        Seed of the first refit (block j: ``seed + j``).
 
     Returns
     -------
     (DataFrame, str)
-        One row per held-out run: ``r`` (ln y minus the predicted mean of ln y), ``s`` (predictive sd of ln y),
-        ``beyond`` (decades beyond the runs it was predicted from), ``block``, ``khat``; and how they were made
-        (empty table: why none).
+        One row per held-out run: ``r`` (ln y minus the refit's predicted mean of ln y), ``s`` (predictive sd of
+        ln y, :func:`bayescale.error_model.heldout_errors`), ``beyond`` (decades beyond the runs it was predicted
+        from) and ``block``; and how they were made (empty table: why none).
     """
     runs = runs.reset_index(drop=True)
     y = runs["y"].to_numpy(float)
-    empty = pd.DataFrame(columns=["r", "s", "beyond", "block", "khat"])
+    empty = pd.DataFrame(columns=["r", "s", "beyond", "block"])
     if (y <= 0).any():
         return empty, "needs positive outcomes"
     names = list(law.input_names)
-    size = run_size(law, runs)
-    order = np.argsort(-size if law.toward == "max" else size, kind="stable")  # furthest first
+    order = np.argsort(-run_size(law, runs) if law.toward == "max" else run_size(law, runs), kind="stable")
+    n_out = max(1, int(round(holdout * len(runs))))
+    while n_out and len(runs.drop(index=order[:n_out]).drop_duplicates(subset=names)) < law.needs_points:
+        n_out -= 1
+    if not n_out:
+        return empty, f"no run could be held out ({len(runs)} runs; law {law.name!r} needs {law.needs_points})"
+    near_first = order[:n_out][::-1]
+    tables, start = [], 0
+    for j, block in enumerate(np.array_split(near_first, min(n_out, MAX_BLOCKS))):
+        future = np.zeros(len(runs), bool)
+        future[near_first[start:]] = True  # this block and every block further out
+        start += len(block)
+        sub = refit(runs[~future], seed + j)
+        draws = sub.posterior_draws(600, seed=seed, discrepancy=0.0)  # a mean and an sd: 600 draws are plenty
+        mu = draws.mean(runs.iloc[block])
+        tables.append(heldout_errors(y[block], np.log(np.maximum(mu, 1e-300)),
+                                     log_sd(sub.likelihood, mu, draws.sigma[:, None], sub.df),
+                                     distance_beyond(law, runs.iloc[block], scales_for(law, runs[~future])))
+                      .assign(block=j))
     which = "largest" if law.toward == "max" else "smallest"
-    for n_out in range(max(1, int(round(holdout * len(runs)))), 0, -1):
-        out = np.zeros(len(runs), bool)
-        out[order[:n_out]] = True
-        if len(runs[~out].drop_duplicates(subset=names)) < law.needs_points or _psis(loglik, out)[1] > KHAT_MAX:
-            continue
-        # blocks of the held-out runs, nearest first: block j predicted from every run nearer than it
-        near_first = order[:n_out][::-1]
-        tables, start = [], 0
-        for j, block in enumerate(np.array_split(near_first, min(n_out, MAX_BLOCKS))):
-            future = np.zeros(len(runs), bool)
-            future[near_first[start:]] = True  # this block and every block further out
-            start += len(block)
-            w, khat = _psis(loglik, future)
-            if khat > KHAT_MAX:
-                continue
-            tables.append(heldout_errors(y[block], np.log(np.maximum(mu[:, block], 1e-300)), noise_sd[:, block],
-                                         distance_beyond(law, runs.iloc[block], scales_for(law, runs[~future])),
-                                         w).assign(block=j, khat=khat))
-        table = pd.concat(tables, ignore_index=True)
-        return table, (f"importance-sampled leave-future-out of the {n_out} {which} run{'s' * (n_out != 1)} in "
-                       f"{len(tables)} block{'s' * (len(tables) != 1)}, Pareto k up to {table['khat'].max():.2f}")
-    return empty, "no run could be held out (too few runs, or Pareto k above 0.7)"
-
-
-def _psis(loglik: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, float]:
-    """Normalised PSIS weights (ArviZ ``psislw``) of draws for the posterior without the runs ``out``, and k."""
-    import arviz_stats  # noqa: F401  (registers the .azstats accessor)
-    import xarray as xr
-
-    with warnings.catch_warnings():  # a high k is handled by the caller (fewer runs held out, or none)
-        warnings.simplefilter("ignore")
-        lw, khat = xr.DataArray(-loglik[:, out].sum(axis=1)[None, :], dims=("chain", "draw")).azstats.psislw(r_eff=1.0)
-    lw = np.asarray(lw, float).reshape(-1)
-    khat = float(khat)
-    return np.exp(lw - logsumexp(lw)), (khat if np.isfinite(khat) else np.inf)
+    return (pd.concat(tables, ignore_index=True),
+            f"leave-future-out refits without the {n_out} {which} run{'s' * (n_out != 1)} in {len(tables)} "
+            f"block{'s' * (len(tables) != 1)}")
 
 
 def distance_from(law, frame: pd.DataFrame, targets: pd.DataFrame) -> np.ndarray:

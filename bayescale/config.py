@@ -30,7 +30,10 @@ take their defaults from the environment when this module is imported:
   ArviZ, several hundred thousand objects) to Python's permanent generation (:func:`gc.freeze`). The cyclic garbage
   collector then skips them in every full collection and at exit ("First answer" in ``benchmarks/RESULTS.md``).
   The cost: cyclic garbage among the objects alive at that moment is never collected (objects freed by reference
-  counting are freed as usual). Once per process; ``off`` to keep Python's default.
+  counting are freed as usual). Once per process; ``off`` to keep Python's default;
+- ``lfo.refit_draws``: ``BAYESCALE_LFO_REFIT_DRAWS`` (default 300): warm-up steps and draws per chain, at most, of
+  the refits behind a fit's own leave-future-out errors (:meth:`bayescale.Fit.own_errors`; up to four refits
+  per fit). They need only a mean and an sd of ln y at a few runs; the shipped error model was learned with 300.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def _path(value) -> str:
 
 
 _VALIDATE = {"cache.enabled": _boolean, "cache.dir": _path, "cache.min_compile_secs": _non_negative_float,
-             "cpu.devices": _positive_int, "gc.freeze": _boolean}
+             "cpu.devices": _positive_int, "gc.freeze": _boolean, "lfo.refit_draws": _positive_int}
 
 
 class Settings(MutableMapping):
@@ -149,6 +152,7 @@ def _from_environment() -> Settings:
         "cache.min_compile_secs": env("BAYESCALE_JAX_CACHE_MIN_COMPILE_SECS", _non_negative_float, 0.05),
         "cpu.devices": env("BAYESCALE_CPU_DEVICES", _positive_int, min(usable_cores(), 8)),
         "gc.freeze": env("BAYESCALE_GC_FREEZE", _boolean, True),
+        "lfo.refit_draws": env("BAYESCALE_LFO_REFIT_DRAWS", _positive_int, 300),
     })
 
 

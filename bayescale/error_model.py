@@ -28,7 +28,8 @@ its runs beyond the fitted ones, ``r ~ Normal(0, diag(s^2) + tau_c^2 u u^T)``, `
 ``error_model.json``; ``benchmarks/honest_bands.py`` learns it and scores it leave-one-suite-out).
 
 :meth:`ErrorModel.posterior` updates the prior with a fit's own leave-future-out errors
-(:func:`bayescale.calibration.own_errors`: blocks of its largest runs, each one bend of scale ``kappa tau b^gamma``;
+(:func:`bayescale.calibration.own_errors`: blocks of its largest runs, each predicted by a refit to the runs below
+it and one bend of scale ``kappa tau b^gamma``;
 the corpus learns ``kappa``, how the errors just beyond the runs relate to those further out), so that with few
 runs the corpus decides and with many blocks the curve's own runs weigh more; it returns an
 :class:`ExtrapolationError` (a distribution of ``tau`` on a grid) that fits carry and draws come from.
@@ -59,11 +60,10 @@ SPAN_REF, NOISE_REF = 1.0, 0.01  # covariate reference values: 1 decade of runs,
 COVARIATES = ("span", "noise")  # what ln tau may depend on besides the family and the domain
 
 
-def heldout_errors(y, log_mu, noise_sd, beyond, weights=None) -> pd.DataFrame:
+def heldout_errors(y, log_mu, noise_sd, beyond) -> pd.DataFrame:
     """Errors of predictions of held-out runs, as :func:`learn` and :meth:`ErrorModel.posterior` take them.
 
-    ``r = ln y - E[ln mu]`` and ``s^2 = Var[ln mu] + E[sd^2]`` (ln units), the expectations over posterior draws
-    (weighted by ``weights`` (S,), summing to 1, e.g. importance weights; else alike).
+    ``r = ln y - E[ln mu]`` and ``s^2 = Var[ln mu] + E[sd^2]`` (ln units), the expectations over posterior draws.
 
     Parameters
     ----------
@@ -73,7 +73,6 @@ def heldout_errors(y, log_mu, noise_sd, beyond, weights=None) -> pd.DataFrame:
         Per draw and run: ln of the mean curve and the noise's sd of ``ln y`` (:func:`bayescale.noise.log_sd`).
     beyond : array (m,)
         Decades beyond the runs the draws were fitted to (:func:`bayescale.runs.distance_beyond`).
-    weights : array (S,), optional
 
     Returns
     -------
@@ -81,9 +80,8 @@ def heldout_errors(y, log_mu, noise_sd, beyond, weights=None) -> pd.DataFrame:
         Columns ``r``, ``s``, ``beyond``.
     """
     log_mu = np.asarray(log_mu, float)
-    w = np.full(len(log_mu), 1.0 / len(log_mu)) if weights is None else np.asarray(weights, float)
-    m = w @ log_mu
-    var = w @ (log_mu - m) ** 2 + w @ np.asarray(noise_sd, float) ** 2
+    m = log_mu.mean(axis=0)
+    var = log_mu.var(axis=0) + np.mean(np.asarray(noise_sd, float) ** 2, axis=0)
     return pd.DataFrame({"r": np.log(np.asarray(y, float)) - m, "s": np.sqrt(var),
                          "beyond": np.asarray(beyond, float)})
 

@@ -110,7 +110,7 @@ class Fit:
     def error(self) -> ExtrapolationError:
         """The extrapolation error this fit predicts with: fixed by :meth:`with_discrepancy`/:meth:`calibrate`,
         else from :attr:`error_model` (by default the corpus prior, :func:`bayescale.error_model.default_error_model`,
-        updated with this fit's own importance-sampled leave-future-out errors,
+        updated with this fit's own leave-future-out errors,
         :func:`bayescale.calibration.own_errors`); none when ``error_model`` is None."""
         if self._error is None:
             model = self.error_model
@@ -132,15 +132,16 @@ class Fit:
         return noise_level(self.likelihood, self.runs["y"].to_numpy(float), self.draws(1000)["sigma"], self.df)
 
     def own_errors(self, holdout: float = 0.25) -> tuple[pd.DataFrame, str]:
-        """This fit's leave-future-out errors without refits (:func:`bayescale.calibration.own_errors`); kept, as
-        the error and the risk report both read them."""
+        """This fit's leave-future-out errors (:func:`bayescale.calibration.own_errors`: up to 4 refits without its
+        furthest runs, each with ``config.settings["lfo.refit_draws"]`` warm-up steps and draws per chain at most);
+        kept, as the error and the risk report both read them."""
         cache = self.__dict__.setdefault("_own_errors", {})
         if holdout not in cache:
-            draws = self.posterior_draws(2000, seed=0, discrepancy=0.0)
-            y = self.runs["y"].to_numpy(float)
-            mu = draws.mean(self.runs)
-            sd = log_sd(self.likelihood, mu, draws.sigma[:, None], self.df)
-            cache[holdout] = calibration.own_errors(self.law, self.runs, mu, draws.logpdf(y[None, :], mu), sd, holdout)
+            st, n = self.settings, config.settings["lfo.refit_draws"]
+            cache[holdout] = calibration.own_errors(
+                self.law, self.runs, lambda runs, seed: self.refit(runs, seed=seed, warmup=min(st.num_warmup, n),
+                                                                   samples=min(st.num_samples, n)),
+                holdout, seed=self.seed + 7919)
         return cache[holdout]
 
     def heldout_errors(self, at, observed, curve=None) -> pd.DataFrame:

@@ -81,9 +81,9 @@ class PyMCFit(Fit):
         return PosteriorDraws([comp], source=self.law.name)
 
     def own_errors(self, holdout: float = 0.25):
-        """None here: a PyMC model's noise (hence its leave-future-out weights) lives in PyMC, so its error is the
-        corpus prior alone."""
-        return pd.DataFrame(columns=["r", "s", "beyond", "block", "khat"]), "not available for a PyMC model"
+        """None here: leave-future-out needs refits, and bayescale cannot refit a user's PyMC model, so its error is
+        the corpus prior alone."""
+        return pd.DataFrame(columns=["r", "s", "beyond", "block"]), "not available for a PyMC model"
 
     @property
     def noise_level(self) -> float:

@@ -12,7 +12,10 @@ Six real suites (bundled, :mod:`bayescale.datasets`), each curve split into fit 
 Stage ``fits`` (slow, cached under ``benchmarks/results/cache/honest/``): one NUTS fit per curve (4 chains x 300
 warm-up + 300 draws), keeping the mean-curve draws at the fit and target runs, the least-squares bootstrap, and the
 peer's draws at the target runs.
-Stage ``score`` (fast): for each suite left out, :func:`bayescale.error_model.learn` on the other five suites'
+Stage ``fits`` also gives every cached fit its own leave-future-out errors (:func:`bayescale.calibration.own_errors`,
+refits with the same NUTS settings, as a user's fit makes them).
+Stage ``score`` (fast): for each suite left out (each of revisiting's four domains counts as a suite: nine in all),
+:func:`bayescale.error_model.learn` on the other suites'
 held-out errors, then every method's bands on the left-out suite: ``default`` (the learned prior updated with the
 curve's own leave-future-out errors, what :func:`bayescale.fit` does), ``prior only`` (no update), ``raw`` (no
 extrapolation error), ``per-domain tau`` (today's :func:`bayescale.calibrate` estimator on the same held-out errors
@@ -20,7 +23,7 @@ of the fit runs, pooled per domain), ``boot`` (least-squares bootstrap of the sa
 pick instead, ``simple-scaling-laws`` (its default law and ``new-run`` bands, :mod:`benchmarks._peer`; the ``bench``
 extra installs it; skipped with a note when absent). No suite's targets ever set a setting used to score that suite.
 
-    python -m benchmarks.honest_bands --stage fits          # ~20 min on 2 cores (146 curves); resumable
+    python -m benchmarks.honest_bands --stage fits          # ~30 min on 2 cores (146 curves); resumable
     python -m benchmarks.honest_bands --stage score         # the tables, from the cache
     python -m benchmarks.honest_bands --stage ship          # the package's error model, learned on all six suites
     python -m benchmarks.honest_bands --stage self-check    # the scores and the peer's adapter on known cases
@@ -153,6 +156,36 @@ def stage_peer(suites, seed: int, per_domain: int) -> None:
             print(f"  {suite} {t['curve']} ({_peer.NAME}): {secs:.1f} s", file=sys.stderr, flush=True)
 
 
+def _refit(law, likelihood: str):
+    """``refit(runs, seed) -> fit``: the benchmark's NUTS fit of ``law`` (the fits, and the package's own
+    leave-future-out refits, :func:`bayescale.calibration.own_errors`, with the same settings)."""
+    import bayescale as bs
+
+    names = list(law.input_names)
+    return lambda runs, seed: bs.fit(runs, law, inputs={k: k for k in names}, y="y", seed=seed, progress=False,
+                                     likelihood=likelihood, df=DF, **NUTS)
+
+
+def _add_own_errors(suite: str, likelihood: str, seed: int) -> None:
+    """Each cached fit of ``suite`` gets its own leave-future-out errors (the package's refits, as a user's fit
+    makes them), where it lacks them."""
+    import bayescale as bs
+    from bayescale import calibration
+
+    for p in sorted((cache_dir(likelihood) / suite).glob("*.npz")):
+        z = dict(np.load(p, allow_pickle=False))
+        if "own" in z:
+            continue
+        t0 = time.perf_counter()
+        law = bs.get_law(str(z["law"]))
+        ctx = pd.DataFrame(z["ctx"], columns=[str(v) for v in z["inputs"]] + ["y"])
+        own, how = calibration.own_errors(law, ctx, _refit(law, likelihood), seed=seed + 7919)
+        np.savez_compressed(p, **z, own=own[["r", "s", "beyond", "block"]].to_numpy(float).reshape(-1, 4),
+                            own_how=how)
+        print(f"  {suite} {z['curve']}: own errors {time.perf_counter() - t0:.1f} s ({how})", file=sys.stderr,
+              flush=True)
+
+
 def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
     """One NUTS fit and one least-squares bootstrap per curve, cached (curves already cached are skipped). The
     bootstrap does not depend on the likelihood: only the lognormal cache runs it."""
@@ -168,8 +201,7 @@ def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
             names = list(law.input_names)
             for t in group:
                 t0 = time.perf_counter()
-                f = bs.fit(t["ctx"], law, inputs={k: k for k in names}, y="y", seed=seed, progress=False,
-                           likelihood=likelihood, df=DF, **NUTS)
+                f = _refit(law, likelihood)(t["ctx"], seed)
                 pd_ = f.posterior_draws(max_draws=KEEP, seed=seed)
                 mu_ctx = pd_.mean(t["ctx"][names])
                 mu_tgt = pd_.mean(t["tgt"][names])
@@ -193,6 +225,7 @@ def stage_fits(suites, seed: int, per_domain: int, likelihood: str) -> None:
                     seconds=time.perf_counter() - t0)
                 print(f"  {suite} {t['curve']}: {time.perf_counter() - t0:.1f} s ok={f.ok}", file=sys.stderr,
                       flush=True)
+        _add_own_errors(suite, likelihood, seed)
     stage_peer(suites, seed, per_domain)
 
 
@@ -201,7 +234,7 @@ def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
     """The cached fits of ``likelihood`` as dicts with what scoring needs (computed with the package's own
     functions)."""
     import bayescale as bs
-    from bayescale import calibration, error_model, noise
+    from bayescale import error_model, noise
     from bayescale.runs import distance_beyond, fitted_span, scales_for
 
     out = []
@@ -212,21 +245,22 @@ def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
             names = [str(v) for v in z["inputs"]]
             ctx = pd.DataFrame(z["ctx"], columns=names + ["y"])
             tgt = pd.DataFrame(z["tgt"], columns=names + ["y"])
-            mu_c, mu_t, sig = z["mu_ctx"], z["mu_tgt"], z["sigma"]
+            mu_t, sig = z["mu_tgt"], z["sigma"]
             if (tgt["y"] <= 0).any() or (ctx["y"] <= 0).any():
                 continue
             scales = scales_for(law, ctx)
             yc = ctx["y"].to_numpy(float)
-            loglik = noise.log_prob(likelihood, yc[None, :], mu_c, sig[:, None], DF)
-            sd_c = noise.log_sd(likelihood, mu_c, sig[:, None], DF)
-            own, how = calibration.own_errors(law, ctx, mu_c, loglik, sd_c)
+            if "own" not in z:
+                raise SystemExit(f"{p} has no own leave-future-out errors: run `--stage fits` (it adds them)")
+            own, how = pd.DataFrame(z["own"], columns=["r", "s", "beyond", "block"]), str(z["own_how"])
             lmu = np.log(mu_t)
             yt = tgt["y"].to_numpy(float)
             sd_t = noise.log_sd(likelihood, mu_t, sig[:, None], DF)
             heldout = error_model.heldout_errors(yt, lmu, sd_t, distance_beyond(law, tgt, scales))
             pp = _file(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"])), likelihood, peer=True)
             peer = np.load(pp) if pp.exists() else None
-            out.append(dict(suite=suite, domain=str(z["domain"]), curve=str(z["curve"]), law=law.name,
+            out.append(dict(suite=suite, unit=left_out_unit(suite, str(z["domain"])), domain=str(z["domain"]),
+                            curve=str(z["curve"]), law=law.name,
                             family=law.name, y=yt, log_mu=lmu, sigma=sig, beyond=heldout["beyond"].to_numpy(),
                             heldout=heldout, own=own, own_how=how, span=fitted_span(law, scales),
                             noise=error_model.noise_level(likelihood, yc, sig, DF), ok=bool(z["ok"]),
@@ -237,12 +271,18 @@ def load_cache(likelihood: str = "lognormal", suites=SUITES) -> list[dict]:
     return out
 
 
+def left_out_unit(suite: str, domain: str) -> str:
+    """What is left out together: a suite, or one domain of the revisiting suite (its domains are separate
+    collections of curves, so each counts as a suite, as issue 16 asks)."""
+    return f"revisiting {domain}" if suite == "revisiting" else suite
+
+
 def corpus(curves: list[dict]) -> pd.DataFrame:
     """The held-out errors of ``curves`` as :func:`bayescale.error_model.learn` takes them."""
     rows = []
     for c in curves:
         tag = dict(curve=f"{c['suite']}/{c['domain']}/{c['curve']}", family=c["family"], span=c["span"],
-                   noise=c["noise"], suite=c["suite"])
+                   noise=c["noise"], suite=c["unit"])
         rows.append(c["heldout"].assign(kind="target", **tag))
         if len(c["own"]):
             rows.append(c["own"][["r", "s", "beyond", "block"]].astype(float).assign(kind="own", **tag))
@@ -290,8 +330,8 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
     from bayescale.calibration import estimate_tau
     from bayescale.error_model import learn
 
-    train = [c for c in curves if c["suite"] != left_out]
-    test = [c for c in curves if c["suite"] == left_out]
+    train = [c for c in curves if c["unit"] != left_out]
+    test = [c for c in curves if c["unit"] == left_out]
     model = learn(corpus(train), domain="suite", source=f"leave-one-suite-out: all suites but {left_out}")
     pooled = {}
     for dom in sorted({c["domain"] for c in test}):   # today's calibrate() estimator, pooled per domain
@@ -338,9 +378,7 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
     curves = load_cache(likelihood)
     res = {"command": command(likelihood), "likelihood": likelihood, "suites": {}, "models": {}}
     pooled_rows: dict = {}
-    for suite in SUITES:
-        if not any(c["suite"] == suite for c in curves):
-            continue
+    for suite in dict.fromkeys(c["unit"] for c in curves):
         rows, model = score_suite(suite, curves, seed)
         res["suites"][suite] = {m: summarize(r) for m, r in rows.items()}
         if rows[PEER]:   # the default against the peer on the curves both score
@@ -348,7 +386,7 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
             res.setdefault("peer", {})[suite] = {
                 "default": summarize([r for r in rows["default"] if r["curve"] in shared]),
                 PEER: summarize(rows[PEER]),
-                "version": next(c["peer_version"] for c in curves if c["suite"] == suite and c.get("peer_version"))}
+                "version": next(c["peer_version"] for c in curves if c["unit"] == suite and c.get("peer_version"))}
         res["models"][suite] = model.to_dict()
         for m, r in rows.items():
             pooled_rows.setdefault(m, []).extend(r)
@@ -362,8 +400,8 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
                             "coverage": {str(lv): float(np.mean([p["coverage"][str(lv)] for p in per]))
                                          for lv in LEVELS},
                             **{k: float(np.mean([p[k] for p in per])) for k in ("msce", "ll", "rmsle", "crps")}}
-    res["own_errors"] = {s: f"{sum(len(c['own']) > 0 for c in curves if c['suite'] == s)}/"
-                            f"{sum(c['suite'] == s for c in curves)} curves" for s in res["suites"]}
+    res["own_errors"] = {s: f"{sum(len(c['own']) > 0 for c in curves if c['unit'] == s)}/"
+                            f"{sum(c['unit'] == s for c in curves)} curves" for s in res["suites"]}
     save_json(out / f"honest_bands{suffix(likelihood)}.json", res)
     return res
 
@@ -393,13 +431,17 @@ def _table(out: Path, likelihood: str):
                          f"{v['ll']:.3f}", f"{v['rmsle']:.4f}", f"{v['crps']:.4f}"])
     covs = "; ".join(f"{s}: {'+'.join(m.get('covariates', ['span', 'noise'])) or 'none'}"
                      for s, m in res["models"].items())
+    units = ("revisiting's four domains count as four; own errors by refits"
+             if any(s.startswith("revisiting ") for s in res["suites"]) else
+             "the earlier protocol, before 2026-12-06: the revisiting suite as one, own errors by importance sampling")
     opt = "" if likelihood == "lognormal" else f" --likelihood {likelihood}"
     noise = "lognormal noise" if likelihood == "lognormal" else f"{likelihood} noise (df {DF:g})"
     source = (f"NUTS fits ({noise}) cached by `python -m benchmarks.honest_bands --stage fits{opt}` "
               f"({NUTS['chains']} chains x "
               f"({NUTS['warmup']} warm-up + {NUTS['samples']} draws), one law per suite: M4, chinchilla, downstream); "
-              f"error model learned on the other five suites each time, its covariates of ln tau chosen by "
-              f"leave-one-suite-out within those five ({covs}); own leave-future-out errors available for "
+              f"error model learned on the other suites each time ({units}), its "
+              f"covariates of ln tau chosen by leave-one-suite-out within those ({covs}); own leave-future-out "
+              f"errors available for "
               f"{', '.join(f'{k} {v}' for k, v in res['own_errors'].items())}; {shown(path)}")
     tables_ = [Table(f"honest_bands{suffix(likelihood)}", res["command"], source, head, rows)]
     if res.get("peer"):
@@ -448,7 +490,7 @@ def stage_ship(seed: int, likelihood: str) -> Path:
     from bayescale.error_model import learn
 
     curves = load_cache(likelihood)
-    counts = pd.Series([c["suite"] for c in curves]).value_counts().sort_index()
+    counts = pd.Series([c["unit"] for c in curves]).value_counts().sort_index()
     model = learn(corpus(curves), source=(
         f"learned by `python -m benchmarks.honest_bands --stage ship --likelihood {likelihood}` on the held-out "
         f"errors ({likelihood} fits) of "

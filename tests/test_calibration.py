@@ -7,6 +7,8 @@ from conftest import FAST, chinchilla_truth
 
 import bayescale as bs
 from bayescale.calibration import estimate_tau
+from bayescale.error_model import default_error_model
+from bayescale.runs import fitted_span
 
 
 def _simulate(tau, n, seed):
@@ -156,3 +158,59 @@ def test_localize_counts_far_runs_less(tmp_path):
     assert relocal.discrepancy == max(relocal.calibration.tau, 0.05)
     sub = next(iter(relocal.calibration.refits.values()))
     assert "se" in sub.runs and (sub.runs["se"] > 0).all()
+
+
+class _Refit:
+    """A stand-in refit (``refit(runs, seed) -> fit``) predicting the mean of the runs it saw, recording them."""
+
+    likelihood, df = "lognormal", 4.0
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __call__(self, runs, seed):
+        self.seen.append((sorted(runs["x"]), seed))
+        level = float(np.exp(np.log(runs["y"]).mean()))
+
+        class Draws:
+            sigma = np.full(10, 0.01)
+
+            def mean(self, frame):
+                return np.full((10, len(frame)), level)
+
+        fit = type("Refit", (), {"likelihood": "lognormal", "df": 4.0})()
+        fit.posterior_draws = lambda n, seed=0, discrepancy=None: Draws()
+        return fit
+
+
+def test_own_errors_refit_without_each_block_and_everything_beyond_it():
+    from bayescale.calibration import own_errors
+
+    runs = pd.DataFrame({"x": 2.0 ** np.arange(12), "y": np.linspace(3.0, 2.0, 12)})
+    seen = []
+    table, how = own_errors(bs.get_law("M2"), runs, _Refit(seen), holdout=0.25, seed=5)
+    # the 3 largest runs, nearest first, one block each: refits without them and everything further out
+    assert [len(s) for s, _ in seen] == [9, 10, 11] and [sd for _, sd in seen] == [5, 6, 7]
+    assert list(table["block"]) == [0, 1, 2] and "refits without the 3 largest runs in 3 blocks" in how
+    # each held-out run's error is against its own refit's prediction (the mean of the runs it saw)
+    y = runs["y"].to_numpy()
+    assert table["r"].to_numpy() == pytest.approx(np.log(y[9:]) - [np.log(y[:k]).mean() for k in (9, 10, 11)])
+    assert table["s"].to_numpy() == pytest.approx(0.01) and (table["beyond"] > 0).all()
+    # a ladder too short to refit on fewer runs relies on the prior, and says so
+    empty, why = own_errors(bs.get_law("M2"), runs.head(3), _Refit([]))
+    assert empty.empty and "no run could be held out" in why
+
+
+def test_a_fit_sees_its_own_runs_bend_away_from_the_law():
+    # a power law whose slope doubles beyond x = 30: the refits without the largest runs miss them, by much more
+    # than their own predictive sd (importance-sampled leave-future-out errors, used before, hid most of it)
+    x = np.logspace(0, 3, 16)
+    y = np.where(x <= 30, 3.0 * x**-0.1, 3.0 * 30**-0.1 * (x / 30) ** -0.2)
+    f = bs.fit(pd.DataFrame({"x": x, "y": y * np.exp(np.random.default_rng(0).normal(0, 0.002, 16))}), "M2",
+               x="x", y="y", seed=0, **FAST)
+    own, how = f.own_errors()
+    assert "refits" in how and len(own) == 4
+    assert np.mean(own["r"] ** 2 / own["s"] ** 2) > 1.5 and (own["r"] < 0).all()
+    # and they widen its extrapolation error beyond what the corpus expects of a curve like it
+    prior = default_error_model().posterior("M2", fitted_span(f.law, f.scales), f.noise_level)
+    assert f.error.tau > 1.5 * prior.tau

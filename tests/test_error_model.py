@@ -119,13 +119,11 @@ def test_saved_fits_keep_their_error(chinchilla_fit, tmp_path):
 
 
 def test_heldout_errors_are_the_predictive_mean_and_sd_of_ln_y():
-    """Two equally weighted draws of ln mu, 0 and 2, noise sd 1: mean 1, variance 1 + 1; weights move the mean."""
+    """Two draws of ln mu, 0 and 2, noise sd 1: mean 1, variance 1 + 1."""
     from bayescale.error_model import heldout_errors
 
     e = heldout_errors([np.e], [[0.0], [2.0]], [[1.0], [1.0]], [0.5])
     assert np.allclose(e[["r", "s", "beyond"]].to_numpy(), [[0.0, np.sqrt(2.0), 0.5]])
-    w = heldout_errors([np.e], [[0.0], [2.0]], [[1.0], [1.0]], [0.5], weights=[0.75, 0.25])
-    assert np.isclose(w["r"].iloc[0], 1.0 - 0.5) and np.isclose(w["s"].iloc[0], np.sqrt(0.75 + 1.0))
 
 
 def test_a_lab_learns_an_error_model_from_its_own_past_curves(chinchilla_fit):

@@ -50,7 +50,7 @@ def test_runs_already_trained_are_not_candidates(chinchilla_fit, chinchilla_runs
         warnings.simplefilter("ignore")
         table = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=8))
     assert len(table) == 1 and table.iloc[0]["params"] == 2e10 and table.attrs["already_have"] == 2
-    tiny = pd.DataFrame({"params": [1.1e7], "tokens": [1.1e9]})   # a small run inside the data: buys nothing
+    tiny = pd.DataFrame({"params": [4e8], "tokens": [8e9]})   # a run among the fitted ones: buys nothing
     with pytest.warns(UserWarning, match="no candidate is expected to narrow the target by 1%"):
         useless = next_runs(chinchilla_fit, tiny, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=8))
     assert "buys nothing measurable" in useless.attrs["warning"]

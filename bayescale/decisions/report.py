@@ -136,7 +136,7 @@ def write_report(rep: RiskReport, out) -> dict:
 ERROR_TEXT = ("Beyond the pilot runs every band carries the law's extrapolation error, exp(tau b^gamma z) on the "
               "mean curve (b: decades beyond the runs): a prior learned from real scaling curves (bayescale/"
               "error_model.py), updated with the leave-future-out errors of these runs (each family's largest runs "
-              "predicted from the rest by importance sampling). The table shows that evidence.")
+              "predicted by refits to the rest). The table shows that evidence.")
 
 
 ALLOCATION_TEXT = ("At each option's compute, the split between parameters N and tokens D that minimises the loss "
