@@ -200,6 +200,12 @@ def test_own_errors_refit_without_each_block_and_everything_beyond_it():
     empty, why = own_errors(bs.get_law("M2"), runs.head(3), _Refit([]))
     assert empty.empty and "no run could be held out" in why
 
+    def refuse(runs, seed):  # a refit the runs below a block cannot make (say a data check fails there)
+        raise bs.RunTableError("too few runs")
+
+    none, why = own_errors(bs.get_law("M2"), runs, refuse)
+    assert none.empty and "no refit" in why
+
 
 def test_a_fit_sees_its_own_runs_bend_away_from_the_law():
     # a power law whose slope doubles beyond x = 30: the refits without the largest runs miss them, by much more
