@@ -222,7 +222,8 @@ def own_errors(law, runs: pd.DataFrame, refit, holdout: float = 0.25, seed: int 
     if (y <= 0).any():
         return empty, "needs positive outcomes"
     names = list(law.input_names)
-    order = np.argsort(-run_size(law, runs) if law.toward == "max" else run_size(law, runs), kind="stable")
+    size = run_size(law, runs)
+    order = np.argsort(-size if law.toward == "max" else size, kind="stable")  # furthest first
     n_out = max(1, int(round(holdout * len(runs))))
     while n_out and len(runs.drop(index=order[:n_out]).drop_duplicates(subset=names)) < law.needs_points:
         n_out -= 1

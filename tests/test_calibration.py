@@ -163,8 +163,6 @@ def test_localize_counts_far_runs_less(tmp_path):
 class _Refit:
     """A stand-in refit (``refit(runs, seed) -> fit``) predicting the mean of the runs it saw, recording them."""
 
-    likelihood, df = "lognormal", 4.0
-
     def __init__(self, seen):
         self.seen = seen
 
