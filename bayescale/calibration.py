@@ -1,17 +1,18 @@
 """Calibration of the extrapolation error: the error a law makes beyond its data, from the user's own runs.
 
 A fitted law is exact only if the curve belongs to the family; real curves bend away from it, and the further a
-prediction reaches beyond the runs, the more that matters. NUTS alone cannot see this (inside the data the misfit
-is absorbed by the parameters and the noise scale), so bands beyond the data come out too narrow on real curves
+prediction reaches beyond the runs, the more that matters. NUTS alone cannot see this (inside the data the misfit is
+absorbed by the parameters and the noise scale), so bands beyond the data come out too narrow on real curves
 (``benchmarks/RESULTS.md``, extrapolation section). bayescale models the misfit as a multiplicative error on the
-law's mean curve, ``mu'(x) = mu(x) exp(delta)``, ``delta ~ Normal(0, (tau b(x))^2)``, with ``b`` the distance
-beyond the fitted runs in decades and ``tau`` in ln-units per decade; :mod:`bayescale.posterior` applies it. ``tau`` is estimated by leave-future-out on the fitted runs themselves
-(never on the points to predict): refit without the largest ``holdout`` share of the runs, predict those, and
-maximise the likelihood of their log errors ``r_i ~ Normal(0, s_i^2 + tau^2 b_i^2)``, where ``s_i`` is the
-refit's own predictive sd of ``ln y``. :func:`calibrate_many` pools the held-out errors of many curves into one
-``tau`` (one domain), which is steadier than one curve's estimate. Refits go through a ``refit`` callable
-(``refit(fit, runs, seed, law) -> fit``, default the fit's own :meth:`~bayescale.Fit.refit`), as ArviZ's
-``SamplingWrapper`` does for LOO/LFO refits, so this module never imports the fitting code.
+law's mean curve, ``mu'(x) = mu(x) exp(delta)``, ``delta ~ Normal(0, (tau b(x))^2)``, with ``b`` the distance beyond
+the fitted runs in decades and ``tau`` in ln-units per decade; :mod:`bayescale.posterior` applies it. ``tau`` is
+estimated by leave-future-out on the fitted runs themselves (never on the points to predict): refit without the
+largest ``holdout`` share of the runs, predict those, and maximise the likelihood of their log errors ``r_i ~
+Normal(0, s_i^2 + tau^2 b_i^2)``, where ``s_i`` is the refit's own predictive sd of ``ln y``. :func:`calibrate_many`
+pools the held-out errors of many curves into one ``tau`` (one domain), which is steadier than one curve's estimate.
+Refits go through a ``refit`` callable (``refit(fit, runs, seed, law) -> fit``, default the fit's own
+:meth:`~bayescale.Fit.refit`), as ArviZ's ``SamplingWrapper`` does for LOO/LFO refits, so this module never imports
+the fitting code.
 
 *Local fits* (:meth:`bayescale.Fit.localize`) read the same error the other way round: a run ``d`` decades away
 from the points to predict (:func:`distance_from`) tells about them only up to ``tau * d``, so each run gets that
@@ -35,8 +36,8 @@ from bayescale.errors import BayescaleError, RunTableError
 from bayescale.noise import log_sd
 from bayescale.runs import distance_beyond, run_size, scales_for, simpler_law
 
-__all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau", "local_errors",
-           "localize", "own_errors"]
+__all__ = ["Calibration", "calibrate", "calibrate_many", "default_refit", "distance_from", "estimate_tau",
+           "local_errors", "localize", "own_errors"]
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Calibration:
     ``"none"`` (no run can be held out: tau is 0)."""
 
     tau: float
-    heldout: pd.DataFrame  # one row per held-out run: inputs, y, median, r (ln error), s (pred. sd of ln y), beyond
+    heldout: pd.DataFrame  # one row per held-out run: inputs, y, r (ln error), s (pred. sd of ln y), beyond, median
     refits: dict
     method: str | dict = "holdout"
 
@@ -79,6 +80,19 @@ def default_refit(fit, runs: pd.DataFrame, seed: int, law=None):
     """``fit.refit(runs, seed=seed, law=law)``: the same law (or ``law``), noise model and sampler settings on other
     runs."""
     return fit.refit(runs, seed=seed, law=law)
+
+
+def _refit_errors(law, sub, out: pd.DataFrame, seen: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """The errors of refit ``sub`` (fitted to runs ``seen``) at held-out runs ``out``
+    (:func:`bayescale.error_model.heldout_errors`), and its draws of the mean curve there (S, len(out))."""
+    draws = sub.posterior_draws(600, seed=seed, discrepancy=0.0)  # a mean and an sd: 600 draws are plenty
+    mu = draws.mean(out)
+    if (mu <= 0).any():
+        raise RunTableError(f"the refit of law {law.name!r} predicts outcomes <= 0 at held-out runs; the extrapolation "
+                            "error is calibrated on ln y")
+    noise_sd = log_sd(sub.likelihood, mu, draws.sigma[:, None], sub.df)
+    beyond = distance_beyond(law, out, scales_for(law, seen))
+    return heldout_errors(out["y"].to_numpy(float), np.log(mu), noise_sd, beyond), mu
 
 
 PREQUENTIAL_MAX = 4  # prequential refits at most: the 4 largest runs, each predicted from the runs below it
@@ -116,20 +130,17 @@ def _heldout_errors(fit, holdout: float, toward: str, seed: int | None, refit):
         # one step ahead: refit without the j largest runs, predict the smallest of them
         splits = [(kept(j), kept(j - 1) & ~kept(j)) for j in steps]
         method = "prequential" if refit_law is None else f"simpler law {refit_law.name}"
+    bad = np.flatnonzero(runs["y"].to_numpy(float) <= 0)
+    if len(bad):
+        raise RunTableError(f"the extrapolation error is calibrated on ln y, so it needs positive outcomes; {len(bad)} "
+                            f"run(s) have y <= 0 (rows {bad[:5].tolist()} of the fitted runs)")
     tables, subs = [], {}
     for i, (keep, out_) in enumerate(splits):
         sub = (refit or default_refit)(fit, runs[keep], seed + i, refit_law)
         out = runs[out_]
-        at = {n: out[n].to_numpy(float) for n in law.input_names}
-        frame, _, obs = sub.predictive_draws(at, seed=seed, discrepancy=0.0)
-        y = out["y"].to_numpy(float)
-        if (y <= 0).any() or (obs <= 0).any():
-            raise RunTableError("the extrapolation error is calibrated on ln y; it needs positive outcomes and draws "
-                                "(use the default lognormal likelihood)")
-        lo = np.log(obs)
-        tables.append(pd.DataFrame({**at, "y": y, "median": np.exp(np.median(lo, axis=0)),
-                                    "r": np.log(y) - lo.mean(axis=0), "s": lo.std(axis=0),
-                                    "beyond": distance_beyond(law, frame, sub.scales)}))
+        errors, mu = _refit_errors(law, sub, out, runs[keep], seed)
+        tables.append(pd.concat([out[list(law.input_names) + ["y"]].reset_index(drop=True),
+                                 errors.assign(median=np.median(mu, axis=0))], axis=1))
         subs[f"without the {int((~keep).sum())} largest"] = sub
     return pd.concat(tables, ignore_index=True), subs, method
 
@@ -217,9 +228,8 @@ def own_errors(law, runs: pd.DataFrame, refit, holdout: float = 0.25, seed: int 
         from) and ``block``; and how they were made (empty table: why none).
     """
     runs = runs.reset_index(drop=True)
-    y = runs["y"].to_numpy(float)
     empty = pd.DataFrame(columns=["r", "s", "beyond", "block"])
-    if (y <= 0).any():
+    if (runs["y"] <= 0).any():
         return empty, "needs positive outcomes"
     names = list(law.input_names)
     size = run_size(law, runs)
@@ -237,14 +247,9 @@ def own_errors(law, runs: pd.DataFrame, refit, holdout: float = 0.25, seed: int 
         start += len(block)
         try:
             sub = refit(runs[~future], seed + j)
+            tables.append(_refit_errors(law, sub, runs.iloc[block], runs[~future], seed)[0].assign(block=j))
         except BayescaleError:  # e.g. the runs below it fail a data check the whole table passes: no such block
             continue
-        draws = sub.posterior_draws(600, seed=seed, discrepancy=0.0)  # a mean and an sd: 600 draws are plenty
-        mu = draws.mean(runs.iloc[block])
-        tables.append(heldout_errors(y[block], np.log(np.maximum(mu, 1e-300)),
-                                     log_sd(sub.likelihood, mu, draws.sigma[:, None], sub.df),
-                                     distance_beyond(law, runs.iloc[block], scales_for(law, runs[~future])))
-                      .assign(block=j))
     if not tables:
         return empty, "no refit without the largest runs could be made"
     which = "largest" if law.toward == "max" else "smallest"

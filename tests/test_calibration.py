@@ -218,3 +218,28 @@ def test_a_fit_sees_its_own_runs_bend_away_from_the_law():
     # and they widen its extrapolation error beyond what the corpus expects of a curve like it
     prior = default_error_model().posterior("M2", fitted_span(f.law, f.scales), f.noise_level)
     assert f.error.tau > 1.5 * prior.tau
+
+
+def test_calibrate_scores_its_refits_as_the_fits_own_errors_do():
+    """calibrate() and a fit's own leave-future-out errors read a refit the same way (one formula: the refit's mean
+    of ln mu and its predictive sd, no sampled noise), and calibrate() refuses outcomes <= 0 naming the rows, before
+    any refit."""
+    from types import SimpleNamespace
+
+    from bayescale.calibration import calibrate, own_errors
+
+    law = bs.get_law("M2")
+    runs = pd.DataFrame({"x": 2.0 ** np.arange(12), "y": np.linspace(3.0, 2.0, 12)})
+    seen = []
+    stub = _Refit(seen)
+    cal = calibrate(SimpleNamespace(law=law, runs=runs, seed=0), holdout=0.25, seed=5,
+                    refit=lambda fit, sub_runs, seed, refit_law: stub(sub_runs, seed))
+    own, _ = own_errors(law, runs, _Refit([]), holdout=0.25, seed=5)
+    assert [len(s) for s, _ in seen] == [9] and cal.method == "holdout"
+    # the refit without the 3 largest runs predicts them; its error at the nearest is own_errors' first block's
+    assert cal.heldout[["r", "s", "beyond"]].iloc[0].to_numpy() == pytest.approx(
+        own[["r", "s", "beyond"]].iloc[0].to_numpy(), rel=1e-12)
+    assert list(cal.heldout["x"]) == list(runs["x"].iloc[9:]) and cal.heldout["s"].to_numpy() == pytest.approx(0.01)
+    with pytest.raises(bs.RunTableError, match=r"1 run\(s\) have y <= 0 \(rows \[2\]"):
+        calibrate(SimpleNamespace(law=law, runs=runs.assign(y=runs["y"].where(runs.index != 2, 0.0)), seed=0),
+                  refit=lambda *a: pytest.fail("refitted before checking the outcomes"))
