@@ -16,6 +16,7 @@ import pandas as pd
 
 from bayescale import datasets, scoring
 from bayescale.fit import fit as fit_law
+from bayescale.runs import default_cost
 
 CUTOFF = 1e21
 
@@ -86,7 +87,7 @@ def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
     print("\nPredictions for the runs above 1e21 FLOP (bands of a new run, noise included):")
     print(show.to_string(index=False))
     cov50, cov90 = float(table["in50"].mean()), float(table["in90"].mean())
-    rmsle = float(np.sqrt(np.mean(np.log(table["median"] / table["observed"]) ** 2)))
+    rmsle = float(scoring.rmsle(table["median"].to_numpy(float), table["observed"].to_numpy(float)))
     print(f"\nCoverage: 50% band {cov50:.0%} ({int(table['in50'].sum())}/{len(table)}), "
           f"90% band {cov90:.0%} ({int(table['in90'].sum())}/{len(table)}); RMSLE of the median {rmsle:.4f}")
     raw_b = fit.predict(test[["N", "D"]], levels=(0.5, 0.9), seed=seed, raw=True)
@@ -120,7 +121,7 @@ def run_demo(out_dir="out", seed: int = 0, quick: bool = False) -> dict:
 
     # the law's shape beyond the runs, as a guide: the held-out runs sit at their own D/N, predicted there below
     grid = np.geomspace(runs["C"].min(), runs["C"].max() * 3, 80)
-    nn = np.sqrt(grid / (6 * 20.0))
+    nn = np.sqrt(grid / default_cost(1.0, 20.0))  # N of D = 20 N at compute C: C = cost(1, 20) N^2
     guide = fit.predict({"N": nn, "D": 20 * nn}, levels=(0.5, 0.9), seed=seed)["run_median"].values
     ax = plot_demo(train, test, bands, guide=(grid, guide),
                    title=f"Chinchilla L(N,D) fitted below 1e21 FLOP: 90% coverage {cov90:.0%}")

@@ -26,8 +26,10 @@ import numpyro.distributions as dist
 
 from bayescale.errors import UnknownLawError
 
-__all__ = ["Input", "Law", "Param", "Scales", "bnsl_law", "external_law", "get_law", "is_builtin", "list_laws",
-           "register_law", "LAWS"]
+__all__ = ["FLOP_PER_PARAM_TOKEN", "Input", "Law", "Param", "Scales", "bnsl_law", "external_law", "get_law",
+           "is_builtin", "list_laws", "register_law", "LAWS"]
+
+FLOP_PER_PARAM_TOKEN = 6.0  # training compute C = 6 N D FLOP (forward and backward pass; Kaplan et al. 2020)
 
 
 class Scales(NamedTuple):
@@ -409,7 +411,7 @@ _ND = (Input("N", "model parameters"), Input("D", "training tokens"))
 def _chinchilla_optimum(nat, budgets):
     """N* = G (C/6)^(beta/(alpha+beta)), G = (alpha A / (beta B))^(1/(alpha+beta)) (Hoffmann et al., eq. 4)."""
     A, B, al, be = nat["A"], nat["B"], nat["alpha"], nat["beta"]
-    return (al * A / (be * B)) ** (1.0 / (al + be)) * (budgets / 6.0) ** (be / (al + be))
+    return (al * A / (be * B)) ** (1.0 / (al + be)) * (budgets / FLOP_PER_PARAM_TOKEN) ** (be / (al + be))
 
 register_law(Law(
     name="chinchilla",

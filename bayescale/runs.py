@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from bayescale.errors import RunTableError, SettingError
-from bayescale.laws import Law, Scales, get_law, list_laws
+from bayescale.laws import FLOP_PER_PARAM_TOKEN, Law, Scales, get_law, list_laws
 from bayescale.noise import LOG_SCALE
 
 __all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "fitted_span", "outside", "parse_number", "parse_size", "range_coordinates",
@@ -446,7 +446,7 @@ def run_size(law: Law, frame: pd.DataFrame) -> np.ndarray:
 def default_cost(N, D):
     """Training compute of a run in FLOP, C = 6 N D (N parameters, D tokens): the default cost of runs and
     budgets in :mod:`bayescale.decisions`."""
-    return 6.0 * np.asarray(N, float) * np.asarray(D, float)
+    return FLOP_PER_PARAM_TOKEN * np.asarray(N, float) * np.asarray(D, float)
 
 
 def outside(t, lo, hi, scale: str = "log") -> np.ndarray:

@@ -132,13 +132,10 @@ def lognormal_mixture_logpdf(observed, log_mu, sigma, weights=None, df: float | 
     sd = sd[:, None] if sd.ndim == 1 else sd
     if np.any(sd <= 0):
         raise ValueError("sigma must be > 0")
-    ly = np.log(y)[None, :]
-    if df is None:
-        lp = -0.5 * ((ly - lm) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi) - ly
-    else:
-        from scipy.stats import t as student_t  # on first use: SciPy's statistics are slow to import
+    from scipy import stats  # on first use: SciPy's statistics are slow to import
 
-        lp = student_t.logpdf(ly, df, lm, sd) - ly
+    ly = np.log(y)[None, :]  # the density of y is that of ln y over y
+    lp = (stats.norm.logpdf(ly, lm, sd) if df is None else stats.t.logpdf(ly, df, lm, sd)) - ly
     if weights is None:
         return log_mean_exp(lp, axis=0)
     w = _arr(weights, "weights")
