@@ -19,6 +19,7 @@ import pandas as pd
 
 import bayescale as bs
 from bayescale.errors import BayescaleError, FitFileError
+from bayescale.noise import DEFAULT as DEFAULT_LIKELIHOOD
 from bayescale.noise import LIKELIHOODS
 from bayescale.runs import parse_size, read_runs
 
@@ -570,8 +571,9 @@ def cmd_report(args) -> int:
         law = _runs_law(args, "report")
         for o in args.option:  # before fitting: a typo costs no minutes
             parse_option(o, law)
-        if args.likelihood != "lognormal" or args.se or args.lower or args.upper:
-            raise BayescaleError("report uses the default lognormal noise without measurement error columns")
+        if args.likelihood != DEFAULT_LIKELIHOOD or args.se or args.lower or args.upper:
+            raise BayescaleError(f"report uses the default {DEFAULT_LIKELIHOOD} noise without measurement error "
+                                 "columns")
         # one setting for every family: by default the most careful of their own target_accept
         families = [law.name, *(args.laws.split(",") if args.laws else [])]
         accept = args.target_accept or max(bs.get_law(n.strip()).target_accept for n in families)
@@ -607,7 +609,7 @@ def _add_fit_args(p, saved_fit: bool = False):
     p.add_argument("--se", help="column with the standard error of y")
     p.add_argument("--lower", help="column with the lower bound of a 95%% interval of y")
     p.add_argument("--upper", help="column with the upper bound of a 95%% interval of y")
-    p.add_argument("--likelihood", default="lognormal", choices=list(LIKELIHOODS))
+    p.add_argument("--likelihood", default=DEFAULT_LIKELIHOOD, choices=list(LIKELIHOODS))
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--samples", type=int, default=1000)

@@ -24,8 +24,9 @@ gradients from JAX) and keeps a covariate only if it helps predict a domain left
 comes from a domain the corpus lacks); it learns on a corpus
 of held-out errors of real curves: per curve, the log errors ``r = ln y - E[ln y_pred]`` and predictive sds ``s`` of
 its runs beyond the fitted ones, ``r ~ Normal(0, diag(s^2) + tau_c^2 u u^T)``, ``u = b^gamma``, integrated over
-``ln tau_c`` on a grid. The package ships one learned on six public suites (:func:`default_error_model`,
-``error_model.json``; ``benchmarks/honest_bands.py`` learns it and scores it leave-one-suite-out).
+``ln tau_c`` on a grid. The package ships models learned on six public suites, one per likelihood the suites were
+fitted with (:func:`default_error_model`; ``benchmarks/honest_bands.py`` learns them and scores them
+leave-one-suite-out).
 
 :meth:`ErrorModel.posterior` updates the prior with a fit's own leave-future-out errors
 (:func:`bayescale.calibration.own_errors`: blocks of its largest runs, each predicted by a refit to the runs below
@@ -48,10 +49,11 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from bayescale.errors import SettingError
+from bayescale.noise import DEFAULT as DEFAULT_LIKELIHOOD
 from bayescale.noise import log_sd
 
-__all__ = ["ErrorModel", "ExtrapolationError", "check_error", "default_error_model", "heldout_errors", "learn",
-           "noise_level"]
+__all__ = ["SHIPPED", "ErrorModel", "ExtrapolationError", "check_error", "default_error_model", "heldout_errors",
+           "learn", "noise_level"]
 
 GRID = np.linspace(np.log(1e-4), np.log(5.0), 161)  # ln tau grid (ln-units per decade^gamma)
 FAMILY_SD = 0.5  # sd of a family's offset of ln tau (ln units): how different families may be a priori
@@ -439,8 +441,14 @@ def check_error(error):
                        f"'raw'/None (the raw posterior), got {error!r}")
 
 
-def default_error_model() -> ErrorModel:
-    """The error model shipped with the package (``error_model.json`` beside this module; its ``source`` says what
-    it was learned on and by which command)."""
-    with resources.files("bayescale").joinpath("error_model.json").open() as fh:
+# the shipped error models, by the likelihood of the fits they were learned on (files beside this module)
+SHIPPED = {DEFAULT_LIKELIHOOD: "error_model.json", "logstudentt": "error_model_logstudentt.json"}
+
+
+def default_error_model(likelihood: str = DEFAULT_LIKELIHOOD) -> ErrorModel:
+    """The error model shipped with the package for fits of ``likelihood`` (learned on the held-out errors of such
+    fits; :data:`SHIPPED` names the files; a likelihood without its own, e.g. ``"beta"``, takes the default
+    likelihood's). Its ``source`` says what it was learned on and by which command."""
+    name = SHIPPED.get(likelihood, SHIPPED[DEFAULT_LIKELIHOOD])
+    with resources.files("bayescale").joinpath(name).open() as fh:
         return ErrorModel.from_dict(json.load(fh))

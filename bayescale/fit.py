@@ -32,6 +32,7 @@ from bayescale.error_model import (ErrorModel, ExtrapolationError, check_error, 
 from bayescale.errors import BayescaleError, FitFileError, SettingError, UnknownLawError
 from bayescale.laws import Law, Scales, get_law, is_builtin
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
+from bayescale.noise import DEFAULT as DEFAULT_LIKELIHOOD
 from bayescale.noise import ROBUST_ALTERNATIVE, check_likelihood, log_sd
 from bayescale.posterior import Component, PosteriorDraws, check_tau, thin
 from bayescale.runs import RunData, fitted_span, prepare_runs, query_points, run_size
@@ -117,7 +118,7 @@ class Fit:
             if model is None:
                 self._error = ExtrapolationError.fixed(0.0, method="none (raw posterior)")
             else:
-                self._error = (default_error_model() if isinstance(model, str) else model).posterior(
+                self._error = (default_error_model(self.likelihood) if isinstance(model, str) else model).posterior(
                     self.law.name, fitted_span(self.law, self.scales), self.noise_level, *self.own_errors())
         return self._error
 
@@ -431,8 +432,9 @@ class Fit:
             "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
             "map_potential": self.map_potential, "error": self.error.to_dict(),
             # the model's parameters, not just "default": the file says what its bands were made with
-            "error_model": (None if self.error_model is None else (default_error_model() if isinstance(
-                self.error_model, str) else self.error_model).to_dict()),
+            "error_model": (None if self.error_model is None else (default_error_model(self.likelihood)
+                                                           if isinstance(self.error_model, str)
+                                                           else self.error_model).to_dict()),
             "local": None if self.local is None else {"tau": self.local["tau"],
                                                       "targets": self.local["targets"].to_dict(orient="list")},
         }
@@ -669,8 +671,9 @@ def _to_idata(law, samples, ll, stats, frame: pd.DataFrame):
 
 
 def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: str | None = None, se=None,
-        lower=None, upper=None, likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000,
-        samples: int = 1000, seed: int = 0, progress: bool | None = None, error="default", **sampler) -> Fit:
+        lower=None, upper=None, likelihood: str = DEFAULT_LIKELIHOOD, df: float = 4.0, chains: int = 4,
+        warmup: int = 1000, samples: int = 1000, seed: int = 0, progress: bool | None = None, error="default",
+        **sampler) -> Fit:
     """Fit ``law`` to ``runs`` with NUTS (float64, seeded) and return a :class:`Fit`.
 
     ``runs``: DataFrame or CSV/Parquet path; ``x``/``inputs`` map the law's inputs to columns, ``y`` names the
@@ -798,9 +801,9 @@ class FitMany(dict):
 
 
 def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None, se=None, lower=None, upper=None,
-             likelihood: str = "lognormal", df: float = 4.0, chains: int = 4, warmup: int = 1000, samples: int = 1000,
-             seed: int = 0, progress: bool | None = None, refit_flagged: bool = True, batch_size: int | None = None,
-             joint: bool = False, executor=None, error="default", **sampler) -> FitMany:
+             likelihood: str = DEFAULT_LIKELIHOOD, df: float = 4.0, chains: int = 4, warmup: int = 1000,
+             samples: int = 1000, seed: int = 0, progress: bool | None = None, refit_flagged: bool = True,
+             batch_size: int | None = None, joint: bool = False, executor=None, error="default", **sampler) -> FitMany:
     """Fit ``law`` to every group of ``runs`` with vectorised NUTS (CPU, or GPU when JAX sees one).
 
     Curves are padded to a common length, so one compiled program serves them all, and sampled ``batch_size`` at a

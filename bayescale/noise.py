@@ -3,7 +3,8 @@ model (:mod:`bayescale.model`) and by every NumPy consumer of posterior draws (:
 
 ``likelihood=``:
 
-- ``"lognormal"`` (default): multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a relative error;
+- ``"lognormal"`` (default, :data:`DEFAULT`): multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a
+  relative error;
 - ``"normal"``: ``y ~ Normal(mu, s)`` (y units);
 - ``"studentt"``: ``y ~ StudentT(df, mu, s)``, robust to outlying runs (``df`` default 4);
 - ``"logstudentt"``: ``ln y ~ StudentT(df, ln mu, s)``: multiplicative like lognormal, robust like studentt;
@@ -27,10 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
-__all__ = ["LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd", "noise_dist",
-           "sample", "sigma_prior"]
+__all__ = ["DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd",
+           "noise_dist", "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
+DEFAULT = "lognormal"  # bs.fit's noise model unless told otherwise
 LOG_SCALE = ("lognormal", "logstudentt")  # noise on ln y: y > 0, s relative
 # the heavy-tailed likelihood on the same scale, under which an outlying run weighs little
 ROBUST_ALTERNATIVE = {"lognormal": "logstudentt", "normal": "studentt"}

@@ -21,6 +21,7 @@ import pandas as pd
 
 from bayescale.errors import RunTableError, SettingError
 from bayescale.laws import FLOP_PER_PARAM_TOKEN, Law, Scales, get_law, list_laws
+from bayescale.noise import DEFAULT as DEFAULT_LIKELIHOOD
 from bayescale.noise import LOG_SCALE
 
 __all__ = ["RunData", "SIZE_SUFFIXES", "default_cost", "distance_beyond", "fitted_span", "outside", "parse_number", "parse_size", "range_coordinates",
@@ -160,7 +161,7 @@ def _input_map(law: Law, x, inputs) -> dict:
 
 
 def prepare_runs(runs, law, *, y: str, x=None, inputs=None, group: str | None = None, se: str | None = None,
-                 lower: str | None = None, upper: str | None = None, likelihood: str = "lognormal") -> RunData:
+                 lower: str | None = None, upper: str | None = None, likelihood: str = DEFAULT_LIKELIHOOD) -> RunData:
     """Validate ``runs`` for ``law`` and return them with standard column names.
 
     Exact duplicate rows are dropped with a warning. Raises :class:`RunTableError` on a missing column, NaN or

@@ -483,11 +483,11 @@ def _table(out: Path, likelihood: str):
 
 
 def stage_ship(seed: int, likelihood: str) -> Path:
-    """Learn the package's error model on all six suites' fits of ``likelihood`` and write
-    ``bayescale/error_model.json``."""
+    """Learn the package's error model on all six suites' fits of ``likelihood`` and write it where
+    :func:`bayescale.error_model.default_error_model` reads it for such fits."""
     import json
 
-    from bayescale.error_model import learn
+    from bayescale.error_model import SHIPPED, learn
 
     curves = load_cache(likelihood)
     counts = pd.Series([c["unit"] for c in curves]).value_counts().sort_index()
@@ -495,7 +495,7 @@ def stage_ship(seed: int, likelihood: str) -> Path:
         f"learned by `python -m benchmarks.honest_bands --stage ship --likelihood {likelihood}` on the held-out "
         f"errors ({likelihood} fits) of "
         + ", ".join(f"{n} {s}" for s, n in counts.items()) + " curves (bayescale/datasets, provenance in its README)"))
-    path = Path(__file__).resolve().parents[1] / "bayescale" / "error_model.json"
+    path = Path(__file__).resolve().parents[1] / "bayescale" / SHIPPED[likelihood]
     path.write_text(json.dumps(model.to_dict(), indent=1) + "\n")
     print(f"wrote {path}: {model}", file=sys.stderr)
     return path

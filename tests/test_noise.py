@@ -82,6 +82,26 @@ def test_outlying_runs_under_lognormal_noise_point_to_the_robust_likelihood():
     """The bundled Chinchilla runs below 1e21 FLOP include runs far off the law (Besiroglu et al. 2024 fit them with
     a Huber loss); the lognormal fit names them and says which likelihood would let them weigh less."""
     runs = bs.datasets.chinchilla()
-    f = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, **FAST)
+    f = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", likelihood="lognormal",
+               seed=0, **FAST)
     hint = [w for w in f.warnings if "likelihood='logstudentt'" in w]
     assert len(hint) == 1 and "--likelihood logstudentt" in hint[0]
+
+
+def test_each_noise_model_predicts_with_the_error_model_of_its_kind():
+    """A fit predicts beyond its runs with the error model learned on the held-out errors of fits with its own noise
+    model (one without its own, e.g. beta, takes the default's)."""
+    from bayescale.error_model import default_error_model
+    from bayescale.runs import fitted_span
+
+    runs = simulate("M2", 1, seed=3)[0]
+    runs = runs[~runs.held_out]
+    plain, robust = default_error_model(), default_error_model("logstudentt")
+    assert "logstudentt fits" in robust.source and "lognormal fits" in plain.source and robust != plain
+    assert default_error_model("beta") == plain
+    for lik, model in ((None, plain), ("logstudentt", robust)):
+        f = bs.fit(runs, "M2", x="x", y="y", seed=0, **({} if lik is None else {"likelihood": lik}), **FAST)
+        assert f.likelihood == (lik or "lognormal")
+        own, how = f.own_errors()
+        expect = model.posterior("M2", fitted_span(f.law, f.scales), f.noise_level, own, how)
+        assert f.error == expect
