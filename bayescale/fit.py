@@ -118,9 +118,14 @@ class Fit:
             if model is None:
                 self._error = ExtrapolationError.fixed(0.0, method="none (raw posterior)")
             else:
-                self._error = (default_error_model(self.likelihood) if isinstance(model, str) else model).posterior(
+                self._error = self._error_model_used().posterior(
                     self.law.name, fitted_span(self.law, self.scales), self.noise_level, *self.own_errors())
         return self._error
+
+    def _error_model_used(self) -> ErrorModel:
+        """:attr:`error_model` itself, or for ``"default"`` the shipped one for this fit's likelihood."""
+        model = self.error_model
+        return default_error_model(self.likelihood) if isinstance(model, str) else model
 
     @property
     def discrepancy(self) -> float:
@@ -432,9 +437,7 @@ class Fit:
             "settings": asdict(self.settings), "scales": {k: getattr(self.scales, k) for k in Scales._fields},
             "map_potential": self.map_potential, "error": self.error.to_dict(),
             # the model's parameters, not just "default": the file says what its bands were made with
-            "error_model": (None if self.error_model is None else (default_error_model(self.likelihood)
-                                                           if isinstance(self.error_model, str)
-                                                           else self.error_model).to_dict()),
+            "error_model": None if self.error_model is None else self._error_model_used().to_dict(),
             "local": None if self.local is None else {"tau": self.local["tau"],
                                                       "targets": self.local["targets"].to_dict(orient="list")},
         }
