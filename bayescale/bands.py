@@ -23,8 +23,8 @@ import xarray as xr
 from bayescale.errors import SettingError
 from bayescale.posterior import PosteriorDraws
 
-__all__ = ["DEFAULT_LEVELS", "Bands", "bands_from_draws", "check_levels", "make_bands", "make_bands_from_quantiles",
-           "summarize_draws"]
+__all__ = ["DEFAULT_LEVELS", "Bands", "bands_from_draws", "check_levels", "interval_probs", "make_bands",
+           "make_bands_from_quantiles", "summarize_draws"]
 
 DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
 
@@ -58,13 +58,19 @@ def check_levels(levels) -> list[float]:
     return out
 
 
+def interval_probs(levels) -> tuple[list[float], list[float]]:
+    """The probabilities of the central intervals' ends: ``(1 - level) / 2`` (lower) and ``(1 + level) / 2``."""
+    return [(1 - v) / 2 for v in levels], [(1 + v) / 2 for v in levels]
+
+
 def summarize_draws(ds: xr.Dataset, name: str, draws: np.ndarray, levels: list[float], dim: str) -> None:
     """Add ``{name}_median``, ``_mean`` (dim) and central intervals ``_lower``/``_upper`` (level, dim) of
     ``draws`` (S, n) to ``ds``."""
     ds[f"{name}_median"] = (dim, np.median(draws, axis=0))
     ds[f"{name}_mean"] = (dim, draws.mean(axis=0))
-    ds[f"{name}_lower"] = (("level", dim), np.quantile(draws, [(1 - v) / 2 for v in levels], axis=0))
-    ds[f"{name}_upper"] = (("level", dim), np.quantile(draws, [(1 + v) / 2 for v in levels], axis=0))
+    lower, upper = interval_probs(levels)
+    ds[f"{name}_lower"] = (("level", dim), np.quantile(draws, lower, axis=0))
+    ds[f"{name}_upper"] = (("level", dim), np.quantile(draws, upper, axis=0))
 
 
 class Bands:

@@ -9,6 +9,8 @@ from importlib import resources
 
 import pandas as pd
 
+from bayescale.laws import FLOP_PER_PARAM_TOKEN
+
 __all__ = ["chinchilla", "colpret", "datablations", "gadre", "gadre_downstream", "multipower", "path", "revisiting"]
 
 
@@ -21,7 +23,7 @@ def chinchilla() -> pd.DataFrame:
     """Chinchilla runs (Epoch AI re-extraction): columns ``N`` (parameters), ``D`` (tokens, C/6N), ``C`` (FLOP), ``loss``."""
     raw = pd.read_csv(path("chinchilla_epoch.csv"))
     out = pd.DataFrame({"N": raw["Model Size"], "C": raw["Training FLOP"], "loss": raw["loss"]})
-    out["D"] = out["C"] / (6 * out["N"])
+    out["D"] = out["C"] / (FLOP_PER_PARAM_TOKEN * out["N"])
     return out[["N", "D", "C", "loss"]]
 
 

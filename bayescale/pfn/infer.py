@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import logsumexp
 
-from bayescale.bands import DEFAULT_LEVELS, check_levels, make_bands_from_quantiles
+from bayescale.bands import DEFAULT_LEVELS, check_levels, interval_probs, make_bands_from_quantiles
 from bayescale.error_model import ErrorModel
 from bayescale.errors import RunTableError, SettingError
 from bayescale.pfn.bar import BarDistribution
@@ -547,7 +547,7 @@ def predict(runs, x: str = "x", y: str = "y", at=None, levels=DEFAULT_LEVELS, gr
         curves.append((cur["x"].to_numpy(), cur["y"].to_numpy(), frame_q["x"].to_numpy()))
         scales.append(scales_for(RUN_TABLE, cur))
     preds = predictive_many(curves, seed=seed, weights=weights, calibrated=calibrated, views=views, error=error)
-    qs = [(1 - lv) / 2 for lv in levels] + [(1 + lv) / 2 for lv in levels]
+    qs = [p for ends in interval_probs(levels) for p in ends]  # lower ends, then upper ends
     info = load(weights).info
     out = {}
     for g, pr, sc in zip(groups, preds, scales):
