@@ -9,7 +9,10 @@ A saved program is found by a digest of everything it was traced from: the calle
 sampler settings), the arguments' structure, shapes and dtypes, the device count, the versions of JAX, jaxlib and
 NumPyro, and bayescale's own source files. Callers pass a tag only for programs that depend on nothing else (one
 of the package's own laws, no progress bar: a host callback cannot be saved). A file that cannot be read or
-called is ignored and traced again; with the cache off (``BAYESCALE_JAX_CACHE=off``) nothing is written.
+called is ignored and traced again; with the cache off (``BAYESCALE_JAX_CACHE=off``) nothing is read or written,
+but the program still runs as the exported one it would have saved: a program traced straight into XLA can round
+differently across several CPU devices (Student-t noise, 2 devices), so the same seed gives the same draws
+whether the cache is on or off.
 """
 
 from __future__ import annotations
@@ -76,13 +79,14 @@ def _save(path: Path, blob: bytes) -> None:
 
 def call(fn, tag: str | None, *args, n_dev: int = 1):
     """``fn(*args)`` (``fn`` a JAX-traceable function of array pytrees), through the saved program of ``tag`` when
-    there is one; ``tag=None`` or the cache off: ``fn(*args)`` as it is."""
-    if tag is None or not config.settings["cache.enabled"]:
+    there is one (the cache off: exported in memory, never saved); ``tag=None``: ``fn(*args)`` as it is."""
+    if tag is None:
         return fn(*args)
     leaves, treedef = jax.tree.flatten(args)
     path = _path(tag, leaves, treedef, n_dev)
     if path not in _LOADED:
-        _LOADED[path] = _load(path, n_dev) or _export(fn, treedef, leaves, path, n_dev)
+        keep = config.settings["cache.enabled"]
+        _LOADED[path] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves, path if keep else None, n_dev)
     return fn(*args) if _LOADED[path] is None else _LOADED[path](*leaves)
 
 
@@ -95,13 +99,15 @@ def _load(path: Path, n_dev: int):
         return None
 
 
-def _export(fn, treedef, leaves, path: Path, n_dev: int):
-    """Trace ``fn`` once into a saved program and return its call; None where it cannot be saved (then the caller
-    runs ``fn`` itself, and an error in ``fn`` surfaces there as it would without this module)."""
+def _export(fn, treedef, leaves, path: Path | None, n_dev: int):
+    """Trace ``fn`` once into an exported program, save it at ``path`` (None: keep it in memory only) and return
+    its call; None where it cannot be exported or saved (then the caller runs ``fn`` itself, and an error in ``fn``
+    surfaces there as it would without this module)."""
     try:
         exported = jax.export.export(jax.jit(lambda *xs: fn(*jax.tree.unflatten(treedef, xs))))(*leaves)
         blob = exported.serialize()
     except Exception:  # noqa: BLE001
         return None
-    _save(path, blob)
+    if path is not None:
+        _save(path, blob)
     return _caller(exported, n_dev)

@@ -30,7 +30,7 @@ def _runs():
 
 
 def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_dir, monkeypatch):
-    runs = _runs()
+    runs, real_export = _runs(), programs.jax.export.export
     first = _fit(runs)
     saved = list(program_dir.glob("*.bin"))
     assert len(saved) == 1
@@ -43,9 +43,16 @@ def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_d
     second = _fit(runs)
     for k in first.param_names:
         assert np.array_equal(first.posterior[k].values, second.posterior[k].values), k
-    monkeypatch.setitem(config.settings, "cache.enabled", False)  # the plain traced program: the same draws too
+    # the cache off: nothing read or written, and the same draws (the program exported in memory)
+    monkeypatch.setattr(programs.jax.export, "export", real_export)
+    monkeypatch.setattr(programs, "_LOADED", {})
+    monkeypatch.setitem(config.settings, "cache.enabled", False)
+    for f in saved:
+        f.unlink()
     third = _fit(runs)
-    assert np.array_equal(first.posterior["c"].values, third.posterior["c"].values)
+    assert not list(program_dir.glob("*.bin"))
+    for k in first.param_names:
+        assert np.array_equal(first.posterior[k].values, third.posterior[k].values), k
 
 
 def test_a_damaged_program_file_is_traced_again(program_dir, monkeypatch):
@@ -79,10 +86,11 @@ def test_a_different_shape_or_setting_is_another_program(program_dir):
 
 def test_a_progress_bar_from_inside_the_program_is_never_saved(program_dir, capsys):
     """``progress=True`` advances a bar from inside the program (a host callback, which cannot be saved): traced, not
-    saved, and the same draws as the saved program gives."""
+    saved, and the same draws as the saved program gives (with lognormal noise: with Student-t noise on several CPU
+    devices a program traced straight into XLA rounds differently from an exported one, which NUTS amplifies)."""
     runs = _runs()
-    shown = _fit(runs, progress=True)
+    shown = _fit(runs, progress=True, likelihood="lognormal")
     assert not program_dir.exists() or not list(program_dir.glob("*.bin"))
     assert "NUTS M2" in capsys.readouterr().err
-    saved = _fit(runs)
+    saved = _fit(runs, likelihood="lognormal")
     assert np.array_equal(shown.posterior["c"].values, saved.posterior["c"].values)
