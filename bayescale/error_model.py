@@ -52,8 +52,8 @@ from bayescale.errors import SettingError
 from bayescale.noise import DEFAULT as DEFAULT_LIKELIHOOD
 from bayescale.noise import log_sd
 
-__all__ = ["SHIPPED", "ErrorModel", "ExtrapolationError", "check_error", "default_error_model", "heldout_errors",
-           "learn", "noise_level"]
+__all__ = ["SHIPPED", "SHIPPED_KIN", "ErrorModel", "ExtrapolationError", "check_error", "default_error_model",
+           "heldout_errors", "learn", "noise_level"]
 
 GRID = np.linspace(np.log(1e-4), np.log(5.0), 161)  # ln tau grid (ln-units per decade^gamma)
 FAMILY_SD = 0.5  # sd of a family's offset of ln tau (ln units): how different families may be a priori
@@ -442,13 +442,17 @@ def check_error(error):
 
 
 # the shipped error models, by the likelihood of the fits they were learned on (files beside this module)
-SHIPPED = {DEFAULT_LIKELIHOOD: "error_model.json", "logstudentt": "error_model_logstudentt.json"}
+SHIPPED = {"lognormal": "error_model_lognormal.json", "logstudentt": "error_model_logstudentt.json"}
+# a likelihood without its own takes that of its kind, heavy-tailed (robust) or not; any other (a user's PyMC
+# model, whose noise is unknown here) the lognormal fits'
+SHIPPED_KIN = {"normal": "lognormal", "studentt": "logstudentt", "beta": "lognormal"}
 
 
 def default_error_model(likelihood: str = DEFAULT_LIKELIHOOD) -> ErrorModel:
     """The error model shipped with the package for fits of ``likelihood`` (learned on the held-out errors of such
-    fits; :data:`SHIPPED` names the files; a likelihood without its own, e.g. ``"beta"``, takes the default
-    likelihood's). Its ``source`` says what it was learned on and by which command."""
-    name = SHIPPED.get(likelihood, SHIPPED[DEFAULT_LIKELIHOOD])
+    fits; :data:`SHIPPED` names the files; a likelihood without its own takes that of its kind,
+    :data:`SHIPPED_KIN`: ``"beta"`` the lognormal fits', ``"studentt"`` the robust fits'; a PyMC model's the
+    lognormal fits'). Its ``source`` says what it was learned on and by which command."""
+    name = SHIPPED.get(likelihood) or SHIPPED[SHIPPED_KIN.get(likelihood, "lognormal")]
     with resources.files("bayescale").joinpath(name).open() as fh:
         return ErrorModel.from_dict(json.load(fh))

@@ -681,9 +681,8 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
 
     ``runs``: DataFrame or CSV/Parquet path; ``x``/``inputs`` map the law's inputs to columns, ``y`` names the
     outcome. ``se`` (standard error) or ``lower``/``upper`` (95% interval) give known measurement error.
-    ``likelihood``: ``"lognormal"`` (multiplicative noise, default), ``"normal"``, ``"studentt"``,
-    ``"logstudentt"`` (multiplicative and robust to outlying runs) or ``"beta"`` (bounded metrics in [0, 1], zeros
-    included; :mod:`bayescale.noise`).
+    ``likelihood``: ``"logstudentt"`` (default: multiplicative noise, robust to outlying runs), ``"lognormal"``,
+    ``"normal"``, ``"studentt"`` or ``"beta"`` (bounded metrics in [0, 1], zeros included; :mod:`bayescale.noise`).
     Extra keywords (``target_accept``, ``max_tree_depth``, ``dense_mass``, ``n_starts``, ``opt_steps``) tune NUTS;
     ``target_accept`` defaults to the law's (``Law.target_accept``).
     ``error``: the extrapolation error of predictions beyond the runs (:attr:`Fit.error`): ``"default"`` (the

@@ -14,7 +14,7 @@ import numpyro
 import pandas as pd
 
 from bayescale.laws import Law, get_law
-from bayescale.noise import check_likelihood, noise_dist, sigma_prior
+from bayescale.noise import DEFAULT, check_likelihood, noise_dist, sigma_prior
 from bayescale.runs import scales_for, transform_inputs
 
 __all__ = ["batch_pad_length", "build_model", "curve_data", "pad_length"]
@@ -34,7 +34,7 @@ def _build(law_name: str, law: Law, likelihood: str, df: float):
     return model
 
 
-def build_model(law, likelihood: str = "lognormal", df: float = 4.0):
+def build_model(law, likelihood: str = DEFAULT, df: float = 4.0):
     """The NumPyro model of ``law`` with noise ``likelihood``; cached, so its JIT compilations are reused."""
     law = get_law(law)
     return _build(law.name, law, check_likelihood(likelihood), float(df))

@@ -3,11 +3,12 @@ model (:mod:`bayescale.model`) and by every NumPy consumer of posterior draws (:
 
 ``likelihood=``:
 
-- ``"lognormal"`` (default, :data:`DEFAULT`): multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a
-  relative error;
+- ``"lognormal"``: multiplicative noise, ``ln y ~ Normal(ln mu, s)``; ``s`` is a relative error;
 - ``"normal"``: ``y ~ Normal(mu, s)`` (y units);
 - ``"studentt"``: ``y ~ StudentT(df, mu, s)``, robust to outlying runs (``df`` default 4);
-- ``"logstudentt"``: ``ln y ~ StudentT(df, ln mu, s)``: multiplicative like lognormal, robust like studentt;
+- ``"logstudentt"`` (default, :data:`DEFAULT`): ``ln y ~ StudentT(df, ln mu, s)``: multiplicative like lognormal,
+  robust like studentt: an outlying pilot run weighs little, so it neither tilts the exponents nor widens every band
+  (on the real suites its bands are as well calibrated and its predictions more accurate: ``benchmarks/RESULTS.md``);
 - ``"beta"``: bounded metrics in [0, 1] (accuracy, error rate), zeros and ones included: ``y' ~ Beta(m phi,
   (1 - m) phi)`` with ``y' = e + (1 - 2e) y`` and ``m`` the same squeeze of ``mu`` (``e`` = :data:`SQUEEZE`, as
   Smithson & Verkuilen 2006 squeeze 0/1 outcomes), ``phi = 1 / s^2 - 1``: ``s`` is the sd relative to the largest
@@ -32,7 +33,7 @@ __all__ = ["DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_l
            "noise_dist", "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
-DEFAULT = "lognormal"  # bs.fit's noise model unless told otherwise
+DEFAULT = "logstudentt"  # bs.fit's noise model unless told otherwise
 LOG_SCALE = ("lognormal", "logstudentt")  # noise on ln y: y > 0, s relative
 # the heavy-tailed likelihood on the same scale, under which an outlying run weighs little
 ROBUST_ALTERNATIVE = {"lognormal": "logstudentt", "normal": "studentt"}

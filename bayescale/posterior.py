@@ -33,7 +33,7 @@ from scipy.special import logsumexp
 
 from bayescale.errors import BayescaleError, SettingError
 from bayescale.laws import Law, Scales, get_law
-from bayescale.noise import log_prob, sample
+from bayescale.noise import DEFAULT, log_prob, sample
 from bayescale.runs import distance_beyond, transform_inputs
 from bayescale.scoring import log_mean_exp
 
@@ -81,7 +81,7 @@ class Component:
     law: Law
     params: dict
     scales: Scales
-    likelihood: str = "lognormal"
+    likelihood: str = DEFAULT
     df: float = 4.0
     tau: float | np.ndarray = 0.0  # one value, or one per draw (S,)
     weight: float = 1.0
@@ -302,7 +302,7 @@ def mixture(parts: list, weights, max_draws: int | None, seed: int, source: str,
     return PosteriorDraws(comps, source=source)
 
 
-def law_draws(law, params: dict, sigma=0.0, center: dict | None = None, likelihood: str = "lognormal",
+def law_draws(law, params: dict, sigma=0.0, center: dict | None = None, likelihood: str = DEFAULT,
               tau: float = 0.0, lo: dict | None = None, hi: dict | None = None) -> PosteriorDraws:
     """Draws of ``law`` at given parameter values (arrays or scalars) in its centred parametrisation.
 

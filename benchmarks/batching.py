@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (RESULTS, Table, command_line, describe, load_json, machine_info, output_args, publish,
-                                save_json, shown)
+from benchmarks._common import (LEGACY_LIKELIHOOD, RESULTS, Table, command_line, describe, load_json, machine_info,
+                                output_args, publish, save_json, shown)
 
 
 def run(sizes, n_curves: int, draws: int, law: str) -> list[dict]:
@@ -33,7 +33,8 @@ def run(sizes, n_curves: int, draws: int, law: str) -> list[dict]:
         for seed in (0, 1):
             t0 = time.perf_counter()
             fits = bs.fit_many(runs, law, group="curve", x="x", y="y", chains=4, warmup=draws, samples=draws,
-                               seed=seed, progress=False, refit_flagged=False, batch_size=size)
+                               seed=seed, progress=False, refit_flagged=False, batch_size=size,
+                               likelihood=LEGACY_LIKELIHOOD)
             times.append(time.perf_counter() - t0)
         s = fits.summary()
         rows.append({"batch_size": size, "curves": len(fits), "first_s": times[0], "second_s": times[1],

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import RESULTS, command_line, loadavg, output_args, publish, save_json
+from benchmarks._common import LEGACY_LIKELIHOOD, RESULTS, command_line, loadavg, output_args, publish, save_json
 
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 ONE_INPUT = ("M1", "M2", "M3", "M4", "BNSL1", "BNSL2")
@@ -236,7 +236,7 @@ def run_nuts(law_name: str, tasks: list[Task], seed: int, cache: Path, settings:
     runs = pd.concat(frames, ignore_index=True)
     t0 = time.perf_counter()
     fits = bs.fit_many(runs, law, group="_g", inputs={k: k for k in law.input_names}, y="y", seed=seed,
-                       refit_flagged=False, progress=False, error="raw", **settings)
+                       refit_flagged=False, progress=False, error="raw", likelihood=LEGACY_LIKELIHOOD, **settings)
     taus = {}
     if calibrated or local:
         toward = "min" if law_name == "downstream" else "max"

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (RESULTS, Table, command_line, describe, load_json, loadavg, machine_info, output_args,
-                                publish, save_json, shown)
+from benchmarks._common import (LEGACY_LIKELIHOOD, RESULTS, Table, command_line, describe, load_json, loadavg,
+                                machine_info, output_args, publish, save_json, shown)
 
 
 def ic_curves(n: int | None):
@@ -61,7 +61,7 @@ def run_workers(n_workers: int, runs, chains: int, draws: int) -> dict:
     from dask.distributed import Client, LocalCluster
 
     kw = dict(group="curve", x="x", y="y", chains=chains, warmup=draws, samples=draws, progress=False,
-              refit_flagged=False)
+              refit_flagged=False, likelihood=LEGACY_LIKELIHOOD)
     with LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.run(import_bayescale)  # not timed below

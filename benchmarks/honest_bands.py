@@ -28,8 +28,9 @@ extra installs it; skipped with a note when absent). No suite's targets ever set
     python -m benchmarks.honest_bands --stage ship          # the package's error model, learned on all six suites
     python -m benchmarks.honest_bands --stage self-check    # the scores and the peer's adapter on known cases
 
-``--likelihood logstudentt`` does the same with robust multiplicative noise (``ln y ~ StudentT(4, ln mu, s)``),
-cached apart; its table is ``honest_bands_logstudentt``.
+``--likelihood logstudentt`` does the same with robust multiplicative noise (``ln y ~ StudentT(4, ln mu, s)``,
+``bs.fit``'s default since 2026-12-06), cached apart; its table is ``honest_bands_logstudentt``. Without it the
+fits are lognormal (the default before), whose tables and cache keep the unsuffixed names.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def cache_dir(likelihood: str) -> Path:
 
 
 def suffix(likelihood: str) -> str:
-    """File and table name suffix of a likelihood's results (none for the default lognormal)."""
+    """File and table name suffix of a likelihood's results (none for lognormal, the default before 2026-12-06)."""
     return "" if likelihood == "lognormal" else f"_{likelihood}"
 
 
@@ -526,7 +527,7 @@ def main(argv=None) -> None:
     ap.add_argument("--suite", action="append", help="only these suites (repeatable; default all six)")
     ap.add_argument("--per-domain", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--likelihood", choices=LIKELIHOODS, default="lognormal", help="the fits' noise model")
+    ap.add_argument("--likelihood", choices=LIKELIHOODS, default="lognormal", help="the fits' noise model (lognormal unless told)")
     output_args(ap)
     args = ap.parse_args(argv)
     suites = tuple(args.suite or SUITES)

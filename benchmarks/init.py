@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (RESULTS, Table, command_line, describe, load_json, machine_info, output_args, publish,
-                                save_json, shown)
+from benchmarks._common import (LEGACY_LIKELIHOOD, RESULTS, Table, command_line, describe, load_json, machine_info,
+                                output_args, publish, save_json, shown)
 
 
 def run(laws, n_curves: int, draws: int, seed: int = 0, target_accepts=(0.9,)) -> dict:
@@ -36,7 +36,7 @@ def run(laws, n_curves: int, draws: int, seed: int = 0, target_accepts=(0.9,)) -
             t0 = time.perf_counter()
             fits = bs.fit_many(runs, law, group="curve", x="x", y="y", chains=4, warmup=draws, samples=draws,
                                seed=seed, progress=False, refit_flagged=False, opt_steps=opt_steps,
-                               target_accept=ta)
+                               target_accept=ta, likelihood=LEGACY_LIKELIHOOD)
             secs = time.perf_counter() - t0
             s = fits.summary()
             steps = [f.diagnostics["mean_steps"] for f in fits.values()]

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import (RESULTS, Table, command_line, load_json, machine_line, now, output_args, publish,
-                                save_json, shown, simulated_chinchilla)
+from benchmarks._common import (LEGACY_LIKELIHOOD, RESULTS, Table, command_line, load_json, machine_line, now,
+                                output_args, publish, save_json, shown, simulated_chinchilla)
 
 
 def _runs(world: int | None) -> pd.DataFrame:
@@ -62,7 +62,8 @@ def one(world: int | None, draws: int, min_tokens_per_param: float = 0.0) -> dic
     kw = dict(chains=4, warmup=draws, samples=draws, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        glob = bs.fit(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, **kw)
+        glob = bs.fit(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, likelihood=LEGACY_LIKELIHOOD,
+                      **kw)
         cal = glob.calibrate(seed=0, **kw)
         # tau re-estimated on the local fit (leave-future-out again), never below the global fit's
         local = cal.localize(target[["N", "D"]], seed=0, **kw) if cal.discrepancy > 0 else cal

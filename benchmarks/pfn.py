@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import ROOT, Table, describe, load_json, output_args, publish, shown
+from benchmarks._common import LEGACY_LIKELIHOOD, ROOT, Table, describe, load_json, output_args, publish, shown
 
 LEVELS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 # disjoint from training (fold_in of seed 0), validation (10_000_000+) and recalibration (30_000_000+)
@@ -232,7 +232,7 @@ def speed(seed: int) -> dict:
     fits = []
     for k in range(2):  # the first call compiles (cached on disk afterwards); report both
         t0 = time.perf_counter()
-        bs.fit(tr, "M4", x="x", y="y", seed=seed + k, progress=False)
+        bs.fit(tr, "M4", x="x", y="y", seed=seed + k, progress=False, likelihood=LEGACY_LIKELIHOOD)
         fits.append(time.perf_counter() - t0)
     ms = 1000 * min(times) / 72
     return {"pfn_batch72_seconds": min(times), "pfn_ms_per_curve": ms, "pfn_queries": int(sum(len(q) for *_, q in curves)),

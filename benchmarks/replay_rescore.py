@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (OURS, RESULTS, Table, command_line, is_local, levels_table, load_json, machine_line,
-                                now, output_args, pool_tau, pooled_summary, publish, save_json, score_fit,
-                                shown, starts_setup)
+from benchmarks._common import (LEGACY_LIKELIHOOD, OURS, RESULTS, Table, command_line, is_local, levels_table,
+                                load_json, machine_line, now, output_args, pool_tau, pooled_summary, publish, save_json,
+                                score_fit, shown, starts_setup)
 
 STRATEGIES = ("ours_local", "grid+local", "uncertain+local", "random+local", "cheapest+local",
               "ours", "grid", "uncertain", "random", "cheapest")
@@ -61,7 +61,7 @@ def _careful_fit(train, st: dict, local_tau: float | None, draws: int, seed: int
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             kw = dict(chains=4, warmup=draws, samples=draws, seed=seed + 7919 * r, progress=False)
-            f = bs.fit(train, st["law"], inputs={c: c for c in st["inputs"]}, y="y", **kw)
+            f = bs.fit(train, st["law"], inputs={c: c for c in st["inputs"]}, y="y", likelihood=LEGACY_LIKELIHOOD, **kw)
             if local_tau:
                 f = f.localize(st["target_q"], tau=local_tau, **kw)
         rhat = float(f.diagnostics["max_rhat"])

@@ -37,8 +37,8 @@ import numpy as np
 import bayescale as bs
 from bayescale import datasets
 from bayescale.model import batch_pad_length, build_model, curve_data, pad_length
-from benchmarks._common import (RESULTS, ROOT, Table, command_line, loadavg, machine_info, output_args, publish,
-                                save_json, shown)
+from benchmarks._common import (LEGACY_LIKELIHOOD, RESULTS, ROOT, Table, command_line, loadavg, machine_info,
+                                output_args, publish, save_json, shown)
 
 CUTOFF = 1e21
 
@@ -88,7 +88,7 @@ def chinchilla_train():
 
 def _fit_chinchilla(train, cfg: Config, seed: int):
     return bs.fit(train, "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", chains=cfg.chains, warmup=cfg.warmup,
-                  samples=cfg.samples, seed=seed, progress=False, **cfg.sampler)
+                  samples=cfg.samples, seed=seed, progress=False, likelihood=LEGACY_LIKELIHOOD, **cfg.sampler)
 
 
 def _diag(f) -> dict:
@@ -250,7 +250,7 @@ def log_posterior(train):
     rd = prepare_runs(train, "chinchilla", y="loss", inputs={"N": "N", "D": "D"})
     frame = rd.curve(None).reset_index(drop=True)
     data, _ = curve_data(rd.law, frame, len(frame))  # no padding: padded points are masked out anyway
-    model = build_model(rd.law)
+    model = build_model(rd.law, LEGACY_LIKELIHOOD)
     names = [*rd.law.param_names, "sigma"]
     _, unravel = ravel_pytree({k: jnp.zeros(()) for k in names})
 
@@ -345,7 +345,8 @@ def fit_many_timed(cfg: Config) -> dict:
     print(f"START {time.time()}", flush=True)
     with Timer() as tm:
         fm = bs.fit_many(ic, "M4", group="curve", x="x", y="y", chains=cfg.chains, warmup=cfg.warmup,
-                         samples=cfg.samples, progress=False, refit_flagged=False, **cfg.sampler)
+                         samples=cfg.samples, progress=False, refit_flagged=False, likelihood=LEGACY_LIKELIHOOD,
+                         **cfg.sampler)
     steps = np.stack([f.idata["sample_stats"]["n_steps"].values for f in fm.values()])  # (curve, chain, draw)
     n_pad = batch_pad_length(int(ic.groupby("curve").size().max()))
     us = grad_cost_us(ic[ic["curve"] == ic["curve"].iloc[0]], n_pad)
@@ -380,7 +381,7 @@ def grad_cost_us(frame, n_pad: int, reps: int = 4000) -> float:
 
     rd = prepare_runs(frame, "M4", x="x", y="y")
     data = jax.tree.map(jax.numpy.asarray, curve_data(rd.law, rd.frame.reset_index(drop=True), n_pad)[0])
-    model = build_model(rd.law)
+    model = build_model(rd.law, LEGACY_LIKELIHOOD)
     grad = jax.grad(lambda z: potential_energy(model, (data,), {}, z))
 
     def body(z, _):  # a tiny move keeps XLA from hoisting the gradient out of the loop
@@ -407,7 +408,8 @@ def bench_many(cfg: Config, seed: int = 0) -> dict:
     many["fit_many_timed_out"] = many["fit_many_s"] is None
 
     ic, curves = ic_curves(cfg.n_curves)
-    kw = dict(x="x", y="y", chains=cfg.chains, warmup=cfg.warmup, samples=cfg.samples, progress=False, **cfg.sampler)
+    kw = dict(x="x", y="y", chains=cfg.chains, warmup=cfg.warmup, samples=cfg.samples, progress=False,
+              likelihood=LEGACY_LIKELIHOOD, **cfg.sampler)
     order = list(np.random.default_rng(seed).permutation(len(curves)))
     per_fit, elapsed = [], 0.0
     for k, i in enumerate(order):

@@ -299,13 +299,14 @@ def test_local_fit_gives_candidates_the_same_extra_error(chinchilla_fit, hand_ma
     none = next_runs(local, hand_made, target=TARGET, seed=0, run_error=0.0).set_index("name")
     by = auto.set_index("name")
     assert by.loc["duplicate", "expected_var_reduction"] < none.loc["duplicate", "expected_var_reduction"]
-    # the noise model with the extra error, exactly: ln y ~ Normal(ln mu, sqrt(sigma^2 + e^2))
+    # the (default, log-Student-t) noise model with the extra error, exactly: ln y ~ t_df(ln mu, sqrt(sigma^2 + e^2))
+    assert local.likelihood == "logstudentt"
     dr = posterior_draws(local, max_draws=50)
     mu = dr.mean(cand)
     y = mu[:1] * 1.01
     sd = np.sqrt(dr.sigma[:, None] ** 2 + (tau * d)[None, :] ** 2)
     from scipy import stats
-    expect = stats.norm.logpdf(np.log(y), np.log(mu), sd) - np.log(y)
+    expect = stats.t.logpdf(np.log(y), local.df, np.log(mu), sd) - np.log(y)
     np.testing.assert_allclose(dr.logpdf(y, mu, tau * d), expect, rtol=1e-10)
     for bad, match in ((-0.1, "row 0"), ([0.1], "one per candidate"), ("nope", "run_error column"),
                        ([0.1, np.nan], "row 1")):

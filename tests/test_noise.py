@@ -90,18 +90,19 @@ def test_outlying_runs_under_lognormal_noise_point_to_the_robust_likelihood():
 
 def test_each_noise_model_predicts_with_the_error_model_of_its_kind():
     """A fit predicts beyond its runs with the error model learned on the held-out errors of fits with its own noise
-    model (one without its own, e.g. beta, takes the default's)."""
+    model (one without its own takes that of its kind: beta the lognormal fits', studentt the robust fits'); the
+    default noise is the robust one."""
     from bayescale.error_model import default_error_model
     from bayescale.runs import fitted_span
 
     runs = simulate("M2", 1, seed=3)[0]
     runs = runs[~runs.held_out]
-    plain, robust = default_error_model(), default_error_model("logstudentt")
+    robust, plain = default_error_model(), default_error_model("lognormal")
     assert "logstudentt fits" in robust.source and "lognormal fits" in plain.source and robust != plain
-    assert default_error_model("beta") == plain
-    for lik, model in ((None, plain), ("logstudentt", robust)):
+    assert default_error_model("beta") == plain and default_error_model("studentt") == robust
+    for lik, model in ((None, robust), ("lognormal", plain)):
         f = bs.fit(runs, "M2", x="x", y="y", seed=0, **({} if lik is None else {"likelihood": lik}), **FAST)
-        assert f.likelihood == (lik or "lognormal")
+        assert f.likelihood == (lik or "logstudentt")
         own, how = f.own_errors()
         expect = model.posterior("M2", fitted_span(f.law, f.scales), f.noise_level, own, how)
         assert f.error == expect

@@ -42,7 +42,7 @@ def test_error_rate_outside_law_range():
         prepare_runs(d.rename(columns={"size": "C"}), "sigmoid", x="C", y="err")
 
 
-def test_lognormal_noise_needs_positive_y():
+def test_log_scale_noise_needs_positive_y():
     d = runs().assign(loss=lambda d: d["loss"].where(d.index != 5, 0.0))
     with pytest.raises(bs.RunTableError, match="row 5.*likelihood='normal'"):
         prepare_runs(d, "M1", x="size", y="loss")

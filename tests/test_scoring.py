@@ -57,14 +57,16 @@ def test_lognormal_mixture_and_units():
 
 
 def test_fit_log_predictive_density_matches_draws(chinchilla_fit):
-    """log mean_s LogNormal(y; ln mu_s, sigma_s) computed by hand from the posterior draws (the raw posterior: the
-    extrapolation error's draws are the predictive's own)."""
+    """log mean_s [t_df(ln y; ln mu_s, sigma_s) / y] (the default log-Student-t noise) computed by hand from the
+    posterior draws (the raw posterior: the extrapolation error's draws are the predictive's own)."""
     f = chinchilla_fit.with_error(None)
+    assert f.likelihood == "logstudentt"
     at = {"N": [2e9, 5e9], "D": [2e11, 4e11]}
     frame, mu, _ = f.predictive_draws(at, max_draws=500)
     y = np.median(mu, axis=0) * 1.01
     sig = f.draws(500)["sigma"]
-    by_hand = scoring.log_mean_exp(stats.lognorm(s=sig[:, None], scale=mu).logpdf(y[None, :]), axis=0)
+    by_hand = scoring.log_mean_exp(stats.t(f.df, np.log(mu), sig[:, None]).logpdf(np.log(y)[None, :]) - np.log(y),
+                                   axis=0)
     got = f.log_predictive_density(at, y, max_draws=500)
     assert got.shape == (2,)
     assert np.allclose(got, by_hand)
