@@ -46,18 +46,23 @@ bench: $(BENCH)
 	$(PY) -m benchmarks.coverage
 	$(PY) -m benchmarks.local_fit --worlds 16 --draws 500
 	$(PY) -m benchmarks.report_screenshot
+	$(PY) -m benchmarks.first_answer --repeats 7
 
 # Extrapolation on real data: every suite and method of STANDARD in benchmarks/extrapolation.py, tables and plots.
 bench-extrapolation: $(BENCH)
 	$(PY) -m benchmarks.extrapolation --standard
 
-# Honest bands (issue 16): one NUTS fit per curve of six suites and the peer's bands (cached, ~20 min), then scores;
-# the Chinchilla runs with a robust likelihood.
+# Honest bands (issue 16): one NUTS fit per curve of six suites and the peer's bands (cached; about 75 min per
+# noise model on 2 cores), then scores, for lognormal fits and for the default robust ones (which reuse the peer's
+# bands cached by the first); the Chinchilla runs with each likelihood; the stacking average against its members.
 bench-honest: $(BENCH)
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits
 	$(PY) -m benchmarks.honest_bands --stage score
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.honest_bands --stage fits --likelihood logstudentt
+	$(PY) -m benchmarks.honest_bands --stage score --likelihood logstudentt
 	$(PY) -m benchmarks.robust_chinchilla
 	JAX_PLATFORMS=cpu $(PY) -m benchmarks.misspecified
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.stacking
 
 # Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
 bench-replay: $(BENCH)
@@ -67,6 +72,9 @@ bench-replay: $(BENCH)
 # The PFN tables (pfn_prior_calibration, pfn_nuts, ...): calibration on prior draws, agreement with NUTS, speed.
 bench-pfn: $(BENCH)
 	$(PY) -m benchmarks.pfn --curves 1024 --nuts-curves 128 --draws 1000 --nuts-cache benchmarks/results/cache/pfn_nuts_matched.npz
+	$(PY) -m benchmarks.pfn_views --views 1,2,4,8
+	$(PY) -m benchmarks.pfn_error
+	$(PY) -m benchmarks.pfn_speed --label current
 
 bench-tables: $(BENCH)
 	$(PY) -m benchmarks.tables
