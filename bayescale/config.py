@@ -34,14 +34,19 @@ take their defaults from the environment when this module is imported:
 - ``lfo.refit_draws``: ``BAYESCALE_LFO_REFIT_DRAWS`` (default 300): warm-up steps and draws per chain, at most, of
   the refits behind a fit's own leave-future-out errors (:meth:`bayescale.Fit.own_errors`; up to four refits
   per fit). They need only a mean and an sd of ln y at a few runs; the shipped error model was learned with 300.
+
+:func:`import_meanwhile` imports modules on a thread while compiled code (which holds no GIL) runs: a fit imports
+its diagnostics' library so while it samples.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import platform
 import sys
+import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -52,7 +57,8 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-__all__ = ["Settings", "backend", "cpu_model", "freeze_imports", "settings", "setup", "usable_cores"]
+__all__ = ["Settings", "backend", "cpu_model", "freeze_imports", "import_meanwhile", "settings", "setup",
+           "usable_cores"]
 
 _OFF = {"", "0", "off", "none", "false", "no"}
 
@@ -218,6 +224,27 @@ def freeze_imports() -> bool:
     gc.freeze()
     _applied["gc.freeze"] = True
     return True
+
+
+def import_meanwhile(*modules: str) -> threading.Thread | None:
+    """Import ``modules`` on a thread, started now, so that their import (Python, about 0.6 s for ArviZ's statistics)
+    overlaps the loading and running of the compiled sampler, which release the GIL. Join it before the next Python
+    work. A failed import is left to the later ``import`` in the main thread, which then reports it. None if
+    every module is already imported."""
+    todo = [m for m in modules if m not in sys.modules]
+
+    def run():
+        for module in todo:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001  (reported by the main thread's own import)
+                pass
+
+    if not todo:
+        return None
+    thread = threading.Thread(target=run, name=f"import {', '.join(todo)}", daemon=True)
+    thread.start()
+    return thread
 
 
 def backend() -> str:

@@ -13,7 +13,6 @@ import json
 import os
 import pickle
 import sys
-import threading
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -725,7 +724,7 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
     program = f"{law.name}|{likelihood}|df={float(df)!r}" if is_builtin(law) else None  # a user's law: traced
     # the diagnostics' library, while compiled code holds no GIL (not in a worker: the submitting process checks);
     # and Dask's arrays where Dask is installed, as xarray imports them at its first array to tell if it is Dask's
-    importing = None if _WORKER else _import_meanwhile(
+    importing = None if _WORKER else config.import_meanwhile(
         "arviz_stats", *(("dask.array",) if importlib.util.find_spec("dask") is not None else ()))
     try:
         return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1,
@@ -734,27 +733,6 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
         if importing is not None:
             importing.join()
         config.freeze_imports()
-
-
-def _import_meanwhile(*modules: str) -> threading.Thread | None:
-    """Import ``modules`` on a thread, started now, so that their import (Python, about 0.6 s for ArviZ's statistics)
-    overlaps the loading and running of the compiled sampler, which release the GIL. Join it before the next Python
-    work. A failed import is left to the later ``import`` in the main thread, which then reports it. None if
-    every module is already imported."""
-    todo = [m for m in modules if m not in sys.modules]
-
-    def run():
-        for module in todo:
-            try:
-                importlib.import_module(module)
-            except Exception:  # noqa: BLE001  (reported by the main thread's own import)
-                pass
-
-    if not todo:
-        return None
-    thread = threading.Thread(target=run, name=f"import {', '.join(todo)}", daemon=True)
-    thread.start()
-    return thread
 
 
 def _as_fit(rd: RunData, df, settings, seed, group, frame, scales, out) -> Fit:

@@ -30,7 +30,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bayescale import config
 
-__all__ = ["call"]
+__all__ = ["call", "forget"]
 
 _LOADED: dict = {}  # path -> the jitted call of its program, for this process
 
@@ -88,6 +88,11 @@ def call(fn, tag: str | None, *args, n_dev: int = 1):
         keep = config.settings["cache.enabled"]
         _LOADED[path] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves, path if keep else None, n_dev)
     return fn(*args) if _LOADED[path] is None else _LOADED[path](*leaves)
+
+
+def forget() -> None:
+    """Forget the programs this process has loaded or exported, as a new process would not have them."""
+    _LOADED.clear()
 
 
 def _load(path: Path, n_dev: int):

@@ -1,5 +1,5 @@
 """The package's layering (ARCHITECTURE.md): no import cycle among its modules, counting imports inside functions,
-no private name imported across modules, and tests and benchmarks kept apart."""
+no private name imported across modules or reached by tests and benchmarks, and tests and benchmarks kept apart."""
 
 import ast
 from pathlib import Path
@@ -71,6 +71,38 @@ def test_no_private_name_crosses_modules():
         for mod, names in imports(path):
             if mod.startswith("bayescale") and mod != module_name(path):
                 bad += [f"{path.relative_to(ROOT)}: {mod}.{n}" for n in names if n.startswith("_") and n != "__version__"]
+    assert not bad, bad
+
+
+def private_uses(path: Path) -> list[str]:
+    """bayescale's private names a file outside the package reaches: imported (``from bayescale.fit import _x``),
+    read as an attribute of a bayescale module (``programs._LOADED``) or patched by name
+    (``monkeypatch.setattr(programs, "_LOADED", ...)``)."""
+    tree = ast.parse(path.read_text())
+    local, out = set(), []  # local names bound to bayescale modules or their objects
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bayescale"):
+            out += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+            local |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            local |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("bayescale")}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in local:
+                out.append(ast.unparse(node))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setattr"
+              and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and node.args[0].id in local
+              and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_")):
+            out.append(f"{node.args[0].id}.{node.args[1].value}")
+    return out
+
+
+@pytest.mark.parametrize("folder", ["tests", "benchmarks"])
+def test_tests_and_benchmarks_use_the_public_api(folder):
+    bad = {str(p.relative_to(ROOT)): uses for p in (ROOT / folder).rglob("*.py") if (uses := private_uses(p))}
     assert not bad, bad
 
 

@@ -52,17 +52,17 @@ def test_fitting_modules_leave_arviz_stats_to_the_sampler(tmp_path):
 
 
 def test_import_meanwhile_finishes_before_the_fit_goes_on(tmp_path, monkeypatch):
-    from bayescale.fit import _import_meanwhile
+    from bayescale.config import import_meanwhile
 
     (tmp_path / "slow_module_ok.py").write_text("import time\ntime.sleep(0.2)\nDONE = True\n")
     (tmp_path / "slow_module_bad.py").write_text("raise ImportError('broken on purpose')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "slow_module_two.py").write_text("import time\ntime.sleep(0.1)\nDONE = True\n")
-    thread = _import_meanwhile("slow_module_ok", "slow_module_two")
+    thread = import_meanwhile("slow_module_ok", "slow_module_two")
     thread.join()
     assert sys.modules["slow_module_ok"].DONE and sys.modules["slow_module_two"].DONE
-    assert _import_meanwhile("slow_module_ok") is None  # already imported: nothing to do
-    _import_meanwhile("slow_module_bad").join()  # the thread stays silent; the main thread's import says why
+    assert import_meanwhile("slow_module_ok") is None  # already imported: nothing to do
+    import_meanwhile("slow_module_bad").join()  # the thread stays silent; the main thread's import says why
     with pytest.raises(ImportError, match="broken on purpose"):
         import slow_module_bad  # noqa: F401
 

@@ -15,7 +15,7 @@ def program_dir(tmp_path, monkeypatch):
     """A fresh, empty cache directory, and this process's loaded programs forgotten (as in a new process)."""
     monkeypatch.setitem(config.settings, "cache.dir", str(tmp_path))
     monkeypatch.setitem(config.settings, "cache.enabled", True)
-    monkeypatch.setattr(programs, "_LOADED", {})
+    programs.forget()
     return tmp_path / "programs"
 
 
@@ -34,7 +34,7 @@ def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_d
     first = _fit(runs)
     saved = list(program_dir.glob("*.bin"))
     assert len(saved) == 1
-    monkeypatch.setattr(programs, "_LOADED", {})  # a new process
+    programs.forget()  # a new process
 
     def no_tracing(*a, **k):
         raise AssertionError("traced again although a saved program was there")
@@ -45,7 +45,7 @@ def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_d
         assert np.array_equal(first.posterior[k].values, second.posterior[k].values), k
     # the cache off: nothing read or written, and the same draws (the program exported in memory)
     monkeypatch.setattr(programs.jax.export, "export", real_export)
-    monkeypatch.setattr(programs, "_LOADED", {})
+    programs.forget()
     monkeypatch.setitem(config.settings, "cache.enabled", False)
     for f in saved:
         f.unlink()
@@ -60,7 +60,7 @@ def test_a_damaged_program_file_is_traced_again(program_dir, monkeypatch):
     first = _fit(runs)
     (path,) = program_dir.glob("*.bin")
     path.write_bytes(b"not a program")
-    monkeypatch.setattr(programs, "_LOADED", {})
+    programs.forget()
     second = _fit(runs)
     assert np.array_equal(first.posterior["c"].values, second.posterior["c"].values)
     assert path.read_bytes() != b"not a program"  # replaced by the program traced again
