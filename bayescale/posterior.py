@@ -37,7 +37,14 @@ from bayescale.noise import DEFAULT, log_prob, sample
 from bayescale.runs import distance_beyond, transform_inputs
 from bayescale.scoring import log_mean_exp
 
-__all__ = ["Component", "PosteriorDraws", "check_tau", "law_draws", "mixture", "posterior_draws", "thin"]
+__all__ = ["Component", "PosteriorDraws", "check_tau", "error_shift", "law_draws", "mixture", "posterior_draws", "thin"]
+
+
+def error_shift(tau, beyond, gamma: float, z):
+    """The extrapolation error's shift of ln y, ``tau * beyond^gamma * z`` (arguments broadcast; ``beyond`` in
+    decades, ``tau`` in ln-units per decade^gamma, ``z`` standard normal): the one formula, for draws here and for
+    the PFN's quadrature (:func:`bayescale.pfn.error.spread`)."""
+    return tau * np.asarray(beyond, float) ** gamma * z
 
 
 def check_tau(tau) -> float:
@@ -123,12 +130,12 @@ class Component:
         mu = self.mean(values, paired)
         if not np.any(self.tau):
             return mu
-        b = self.beyond(values) ** self.gamma
+        b = self.beyond(values)
         per_draw = (-1,) + (1,) * (mu.ndim - 1)
         z = np.asarray(z, float).reshape(per_draw)
         tau = np.asarray(self.tau, float)
         tau = tau.reshape(per_draw) if tau.ndim else tau
-        return mu * np.exp(tau * (b if paired else b[None]) * z)
+        return mu * np.exp(error_shift(tau, b if paired else b[None], self.gamma, z))
 
     def sigma_of(self, idx=None, ndim: int = 2) -> np.ndarray:
         s = np.asarray(self.params["sigma"], float)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bayescale.error_model import ErrorModel, ExtrapolationError
+from bayescale.posterior import error_shift
 
 __all__ = ["FAMILY", "context_noise", "curve_error", "default_error_model", "held_out_errors", "spread"]
 
@@ -54,14 +55,14 @@ def curve_error(model: ErrorModel, x_ctx, y_ctx) -> ExtrapolationError:
 def spread(error: ExtrapolationError, beyond) -> tuple[np.ndarray, np.ndarray]:
     """Quadrature of the error ``tau b^gamma z`` at queries ``beyond`` (m,) decades out: shifts of ln y (J, m) and
     weights (J,), J = :data:`N_TAU` x :data:`N_Z` (``N_Z`` for a fixed tau)."""
-    b = np.asarray(beyond, float) ** error.gamma
+    b = np.asarray(beyond, float)
     if error.point is not None:
         taus = np.array([error.point])
     else:
         taus = error.quantile((np.arange(N_TAU) + 0.5) / N_TAU)
     z, wz = np.polynomial.hermite_e.hermegauss(N_Z)
     wz = wz / wz.sum()
-    shifts = (taus[:, None, None] * z[None, :, None] * b[None, None, :]).reshape(-1, len(b))
+    shifts = error_shift(taus[:, None, None], b[None, None, :], error.gamma, z[None, :, None]).reshape(-1, len(b))
     return shifts, np.repeat(wz[None, :] / len(taus), len(taus), axis=0).reshape(-1)
 
 
