@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 
 from bayescale.error_model import ErrorModel, ExtrapolationError
+from bayescale.pfn.prior import RUN_TABLE
 from bayescale.posterior import error_shift
+from bayescale.runs import fitted_span, scales_for
 
 __all__ = ["FAMILY", "context_noise", "curve_error", "default_error_model", "held_out_errors", "spread"]
 
@@ -48,7 +50,7 @@ def curve_error(model: ErrorModel, x_ctx, y_ctx) -> ExtrapolationError:
     """The corpus prior of one curve's ``tau`` (its context's span in decades and its noise)."""
     order = np.argsort(x_ctx, kind="stable")
     x, y = np.asarray(x_ctx, float)[order], np.asarray(y_ctx, float)[order]
-    span = math.log10(x[-1] / x[0]) if x[0] > 0 else float("nan")
+    span = fitted_span(RUN_TABLE, scales_for(RUN_TABLE, pd.DataFrame({"x": x, "y": y})))
     return model.posterior(FAMILY, span, context_noise(y), method="PFN")
 
 
