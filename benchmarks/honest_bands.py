@@ -527,7 +527,8 @@ def main(argv=None) -> None:
     ap.add_argument("--suite", action="append", help="only these suites (repeatable; default all six)")
     ap.add_argument("--per-domain", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--likelihood", choices=LIKELIHOODS, default="lognormal", help="the fits' noise model (lognormal unless told)")
+    ap.add_argument("--likelihood", choices=LIKELIHOODS, default="lognormal",
+                    help="the fits' noise model (lognormal unless told)")
     output_args(ap)
     args = ap.parse_args(argv)
     suites = tuple(args.suite or SUITES)
