@@ -211,17 +211,19 @@ def simulated_chinchilla(world: int, noise: float = 0.01) -> pd.DataFrame:
 # The noise model of the tables measured before robust noise became bs.fit's default (2026-12-06): the scripts not
 # rerun since fit with it, so that their commands still reproduce their tables (RESULTS.md says which)
 LEGACY_LIKELIHOOD = "lognormal"
+NOISE_MODELS = ("lognormal", "logstudentt")  # the noise models the benchmarks compare (the default and the one before)
 
 
-def fit_short(train: pd.DataFrame, law: str, inputs: list, draws: int, seed: int):
+def fit_short(train: pd.DataFrame, law: str, inputs: list, draws: int, seed: int,
+              likelihood: str = LEGACY_LIKELIHOOD):
     """The replay's refit after each acquisition: 2 chains x (draws + draws), as a user deciding quickly would
-    (lognormal noise: :data:`LEGACY_LIKELIHOOD`)."""
+    (lognormal noise unless told: :data:`LEGACY_LIKELIHOOD`)."""
     import bayescale as bs
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return bs.fit(train, law, inputs={c: c for c in inputs}, y="y", chains=2, warmup=draws, samples=draws,
-                      seed=seed, progress=False, likelihood=LEGACY_LIKELIHOOD)
+                      seed=seed, progress=False, likelihood=likelihood)
 
 
 def score_fit(fit, target: pd.DataFrame, y_true: np.ndarray, seed: int) -> tuple[float, float, float, float]:
@@ -241,14 +243,14 @@ def score_fit(fit, target: pd.DataFrame, y_true: np.ndarray, seed: int) -> tuple
 _TAU: dict = {}
 
 
-def pool_tau(pool: pd.DataFrame, law: str, inputs: list) -> float:
+def pool_tau(pool: pd.DataFrame, law: str, inputs: list, likelihood: str = LEGACY_LIKELIHOOD) -> float:
     """tau (ln-units per decade beyond the runs) by leave-future-out on the whole pool: the fit split, never the
     targets. What a user would know about the domain's extrapolation error from earlier runs of that kind."""
-    key = (law, int(pd.util.hash_pandas_object(pool[inputs + ["y"]], index=False).sum()))
+    key = (law, likelihood, int(pd.util.hash_pandas_object(pool[inputs + ["y"]], index=False).sum()))
     if key not in _TAU:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            f = fit_short(pool, law, inputs, 300, 0)
+            f = fit_short(pool, law, inputs, 300, 0, likelihood)
             _TAU[key] = f.calibrate(seed=0, chains=2, warmup=300, samples=300, progress=False).discrepancy
     return _TAU[key]
 

@@ -64,12 +64,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import (BASELINES, HOFFMANN, OURS, RESULTS, Table, chinchilla_setup, command_line,
-                                compute_to_reach, fit_short, held, is_local, levels_table, load_json, machine_line, now,
-                                output_args, pool_tau, pooled_summary, publish, save_json, score_fit,
-                                shown, simulated_chinchilla, starts_setup)
+from benchmarks._common import (BASELINES, HOFFMANN, LEGACY_LIKELIHOOD, NOISE_MODELS, OURS, RESULTS, Table,
+                                chinchilla_setup, command_line, compute_to_reach, fit_short, held, is_local,
+                                levels_table, load_json, machine_line, now, output_args, pool_tau, pooled_summary,
+                                publish, save_json, score_fit, shown, simulated_chinchilla, starts_setup)
 
 LOCAL = tuple(f"{b}+local" for b in BASELINES)
+LIKELIHOOD = LEGACY_LIKELIHOOD  # every refit's noise model (--likelihood; the published tables: lognormal)
 STRATEGIES = {
     "chinchilla": (*BASELINES, *LOCAL, "ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_tau",
                    "ours_local"),
@@ -103,7 +104,7 @@ def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.Data
         raise ValueError(strategy)
     sd, power, horizon = None, 1.0, None   # ours_local: its fit is local, next_runs reads the candidates' error
     if strategy == "ours_tau":  # the extrapolation error of the domain: leave-future-out on the whole pool
-        fit = fit.with_discrepancy(pool_tau(pool, fit.law.name, inputs))
+        fit = fit.with_discrepancy(pool_tau(pool, fit.law.name, inputs, LIKELIHOOD))
     if strategy == "ours_cal" and len(fit.runs) >= 8:
         # the extrapolation error, calibrated by leave-future-out on the runs bought so far (never the targets)
         with warnings.catch_warnings():
@@ -136,7 +137,7 @@ class Replay:
         pool, start = st["pool"], st["start"]
         self.grid = np.geomspace(pool.loc[start, "cost"].max(), pool["cost"].max(), st["n_acquire"] + 1)[1:]
         self.rng = np.random.default_rng(seed)
-        self.local_tau = pool_tau(pool, st["law"], st["inputs"]) if is_local(strategy) else None
+        self.local_tau = pool_tau(pool, st["law"], st["inputs"], LIKELIHOOD) if is_local(strategy) else None
         self.chosen = list(start)
         self.avail = [i for i in pool.index if i not in self.chosen]
         self.steps: list[dict] = []
@@ -145,7 +146,7 @@ class Replay:
     def _evaluate(self):
         st, k = self.st, len(self.steps)
         train = st["pool"].loc[self.chosen]
-        self.fit = fit_short(train, st["law"], st["inputs"], self.draws, self.seed + k)
+        self.fit = fit_short(train, st["law"], st["inputs"], self.draws, self.seed + k, LIKELIHOOD)
         if self.local_tau:
             # the law as a local approximation around the targets (Fit.localize): runs far from them count less
             with warnings.catch_warnings():
@@ -268,7 +269,7 @@ def feasibility(n_designs: int, draws: int, budget: float, seed: int = 0, log=pr
             if total + pool.loc[j, "cost"] <= cap:
                 chosen.append(int(j))
                 total += float(pool.loc[j, "cost"])
-        fit = fit_short(pool.loc[chosen], "chinchilla", ["N", "D"], draws, seed + i)
+        fit = fit_short(pool.loc[chosen], "chinchilla", ["N", "D"], draws, seed + i, LIKELIHOOD)
         err, lpd, sd, _ = score_fit(fit, st["target"], st["y_true"], seed)
         rows.append({"compute": total, "runs": len(chosen), "rmsle": err, "lpd": lpd, "sd": sd})
         if (i + 1) % 50 == 0:
@@ -280,7 +281,7 @@ def _residual_check(draws: int) -> dict:
     """Fit chinchilla to the whole real pool: how well it fits runs with D/N < 1 against the rest."""
     st = chinchilla_setup()
     pool = st["pool"]
-    fit = fit_short(pool, "chinchilla", ["N", "D"], draws, 0)
+    fit = fit_short(pool, "chinchilla", ["N", "D"], draws, 0, LIKELIHOOD)
     res = np.abs(np.log(pool["y"].to_numpy() / fit.predict(pool[["N", "D"]])["curve_median"].values))
     low = (pool["D"] / pool["N"] < 1).to_numpy()
     return {"n_low": int(low.sum()), "median_abs_log_resid_low": float(np.median(res[low])),
@@ -474,7 +475,8 @@ def tables(out: Path = RESULTS) -> list[Table]:
                "strategies, worlds and designs to the saved file (its `runs` lists them)")
     cmd = "python -m benchmarks.active_learning" if history else res["command"]
     src = (f"{res['machine']}, {res['timestamp']}; NUTS 2 chains x ({res['draws']} warm-up + {res['draws']} draws) "
-           f"per refit, {res['seeds']} seeds for random; {shown(out / FILE)}")
+           f"per refit, {res.get('likelihood', LEGACY_LIKELIHOOD)} noise, {res['seeds']} seeds for random; "
+           f"{shown(out / FILE)}")
 
     def table(name, header, rows):
         return Table(name, cmd, src, header, rows, history)
@@ -545,8 +547,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--worlds", type=int, default=32, help="simulated worlds (noise seeds) of the sim suite")
     ap.add_argument("--curves", type=int, default=8, help="IC curves")
     ap.add_argument("--feasibility", type=int, default=500, help="random designs of the real Chinchilla pool")
+    ap.add_argument("--likelihood", choices=NOISE_MODELS, default=LEGACY_LIKELIHOOD,
+                    help="every refit's noise model (default %(default)s, as the published tables; bs.fit's default "
+                         "is logstudentt)")
     output_args(ap)
     args = ap.parse_args(argv)
+    global LIKELIHOOD
+    LIKELIHOOD = args.likelihood
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     unknown = set(suites) - set(STRATEGIES)
     if unknown:
@@ -562,7 +569,7 @@ def main(argv=None) -> dict:
         return args.strategies.split(",") if args.strategies else STRATEGIES[suite]
 
     result = {"command": command_line("active_learning", argv), "timestamp": now(), "machine": machine_line(),
-              "draws": args.draws, "seeds": args.seeds, "suites": {}}
+              "draws": args.draws, "seeds": args.seeds, "likelihood": args.likelihood, "suites": {}}
     path = args.out / FILE
     for name in suites:
         if name == "chinchilla":

@@ -43,9 +43,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import RESULTS, output_args, publish, save_json, thin_log
+from benchmarks._common import NOISE_MODELS, RESULTS, output_args, publish, save_json, thin_log
 
-LIKELIHOODS = ("lognormal", "logstudentt")  # the noise models compared (df = DF for the Student-t)
+LIKELIHOODS = NOISE_MODELS  # the noise models compared (df = DF for the Student-t)
 DF = 4.0
 SUITES = ("revisiting", "colpret", "chinchilla", "gadre", "datablations", "multipower")
 NUTS = dict(chains=4, warmup=300, samples=300)
