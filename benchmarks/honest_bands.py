@@ -45,7 +45,6 @@ import pandas as pd
 
 from benchmarks._common import NOISE_MODELS, RESULTS, output_args, publish, save_json, thin_log
 
-LIKELIHOODS = NOISE_MODELS  # the noise models compared (df = DF for the Student-t)
 DF = 4.0
 SUITES = ("revisiting", "colpret", "chinchilla", "gadre", "datablations", "multipower")
 NUTS = dict(chains=4, warmup=300, samples=300)
@@ -410,7 +409,7 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
 def tables(out: Path):
     from benchmarks._common import Table, load_json, shown
 
-    return [t for lik in LIKELIHOODS for t in _table(out, lik)]
+    return [t for lik in NOISE_MODELS for t in _table(out, lik)]
 
 
 def _table(out: Path, likelihood: str):
@@ -527,7 +526,7 @@ def main(argv=None) -> None:
     ap.add_argument("--suite", action="append", help="only these suites (repeatable; default all six)")
     ap.add_argument("--per-domain", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--likelihood", choices=LIKELIHOODS, default="lognormal",
+    ap.add_argument("--likelihood", choices=NOISE_MODELS, default="lognormal",
                     help="the fits' noise model (lognormal unless told)")
     output_args(ap)
     args = ap.parse_args(argv)
