@@ -138,6 +138,26 @@ def test_bar_logpdf_is_a_density():
     np.testing.assert_allclose(mass, 1.0, atol=2e-3)
 
 
+@pytest.mark.parametrize("start, step, n", [
+    ((-30.0, -2.0, 1.5), (0.1, 0.003, 0.02), 601),   # from the left tail through every bin, inside, from inside out
+    ((-5.0, 0.3, 30.0), (0.0125, 1e-4, 1.0), 1001),  # grid points on borders, a narrow grid, all in the right tail
+])
+def test_bar_cdf_grid_is_cdf_on_the_grid(start, step, n):
+    """cdf_grid (borders placed on the grid, sums along it) equals cdf at every grid point, tails included, and sums
+    the rows that share an output row."""
+    rng = np.random.default_rng(5)
+    borders = np.sort(np.r_[rng.normal(size=40) * 3, -5.0 + 0.0125 * 400])  # one border exactly on a grid point
+    probs = rng.dirichlet(np.ones(40), size=3)
+    bar = BarDistribution(borders)
+    start, step = np.array(start), np.array(step)
+    z = start + step * np.arange(n)[:, None]  # (n, 3)
+    want = bar.cdf(probs, z).T
+    np.testing.assert_allclose(bar.cdf_grid(probs, start, step, n), want, atol=1e-12)
+    rows = bar.prepare(np.concatenate([probs, probs[::-1]]))
+    both = bar.cdf_grid(rows, np.r_[start, start[::-1]], np.r_[step, step[::-1]], n, into=[0, 1, 2, 2, 1, 0])
+    np.testing.assert_allclose(both, 2 * want, atol=1e-12)
+
+
 def test_bar_cdf_quantile_logpdf_one_distribution():
     """cdf is monotone from 0 to 1, quantile inverts it, logpdf is its derivative; NumPy and JAX logpdf agree."""
     rng = np.random.default_rng(3)

@@ -100,14 +100,28 @@ def available(path=None) -> bool:
 # The predictive distribution
 
 
+def _bisect(f, q, lo, hi, steps: int) -> np.ndarray:
+    """Solve ``f(t) = q`` elementwise for a non-decreasing ``f`` with ``f(lo) <= q <= f(hi)`` (arrays of one
+    shape): ``steps`` halvings, then one linear step across the bracket, where ``f`` is about linear."""
+    lo, hi = np.array(lo, float), np.array(hi, float)
+    f_lo, f_hi = f(lo), f(hi)
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        below = fm < q
+        lo, f_lo = np.where(below, mid, lo), np.where(below, fm, f_lo)
+        hi, f_hi = np.where(below, hi, mid), np.where(below, f_hi, fm)
+    return lo + np.clip((q - f_lo) / np.maximum(f_hi - f_lo, 1e-300), 0, 1) * (hi - lo)
+
+
 class Predictive:
     """Predictive distribution of an observed y at ``m`` query points (one curve), in original y units.
 
     An equal mixture over ``V`` views of the context (:func:`context_views`): view v is a full-support bar
     distribution (:class:`~bayescale.pfn.bar.BarDistribution`) over ``z_v = (ln y - loc_v) / scale_v`` with bin
     probabilities ``probs[v]`` (m, K), so ``F(y) = mean_v F_v(z_v)`` and
-    ``f(y) = mean_v f_v(z_v) / (scale_v y)``; a mixture's quantiles interpolate its CDF tabulated between the
-    views' own quantiles. ``probs`` (m, K) with scalar ``loc``/``scale`` is one view. ``quantile(q)``: scalar q -> (m,),
+    ``f(y) = mean_v f_v(z_v) / (scale_v y)``; a mixture's quantiles bisect its CDF between the views' own
+    quantiles. ``probs`` (m, K) with scalar ``loc``/``scale`` is one view. ``quantile(q)``: scalar q -> (m,),
     array -> (len(q), m); ``logpdf(y)``, ``cdf(y)``: (m,) for y of shape (m,) (or broadcastable);
     ``sample(n, seed)`` -> (n, m); ``median()``, ``mean()`` -> (m,).
 
@@ -121,10 +135,9 @@ class Predictive:
     the same at every query (one bend of the curve).
     """
 
-    GRID = 513  # even points in ln y added to the views' borders where a mixture's CDF is tabulated
     CAL_GRID = 513  # even points in ln y per query where the calibrated CDF is tabulated for the error's quantiles
     CORE = 1e-3  # ... between its levels CORE and 1 - CORE
-    BISECT = 12  # bisection steps of a quantile with the extrapolation error, then one linear step
+    BISECT = 12  # bisection steps of a mixture's quantile (of views, of the error's shifts), then one linear step
 
     def __init__(self, probs, borders, loc, scale, x_query=None, seed: int = 0, beyond=None, recalibration=None,
                  spread=None, error_note: str = ""):
@@ -149,7 +162,7 @@ class Predictive:
                 raise ValueError("spread must be (shifts (J, m) finite, weights (J,) >= 0 summing to 1)")
             self.spread = (shifts, w) if np.any(shifts) else None
         self.error_note = error_note
-        self._table = None
+        self._table = self._stacked = None
 
     def __len__(self) -> int:
         return self.probs.shape[1]
@@ -190,30 +203,32 @@ class Predictive:
         return out
 
     # -- the raw mixture, in ln y -------------------------------------------------------------------------------
+    def _rows(self):
+        """The views' bin probabilities as rows (V m, K), view-major, prepared once (:meth:`BarDistribution.prepare`)."""
+        if self._stacked is None:
+            self._stacked = self.bar.prepare(self.probs.reshape(-1, self.probs.shape[-1]))
+        return self._stacked
+
     def _raw_cdf(self, lny) -> np.ndarray:
-        """Raw mixture CDF at ``lny`` (..., m)."""
-        return np.mean([self.bar.cdf(p, (lny - m) / s) for p, m, s in zip(self.probs, self.loc, self.scale)], axis=0)
+        """Raw mixture CDF at ``lny`` (..., m): every view in one pass, the views as rows."""
+        lny = np.asarray(lny, float)
+        z = (lny[..., None, :] - self.loc[:, None]) / self.scale[:, None]  # (..., V, m)
+        f = self.bar.cdf(self._rows(), z.reshape(*z.shape[:-2], -1))
+        return f.reshape(z.shape).mean(axis=-2)
 
     def _raw_quantile(self, r) -> np.ndarray:
-        """ln y at raw levels ``r`` (n, m)."""
+        """ln y at raw levels ``r`` (n, m): one view's own, or by bisection of the mixture's CDF between the views'
+        quantiles at the same levels (the mixture's lies between them)."""
+        ends = self._view_quantiles(r)  # (V, n, m)
         if self.n_views == 1:
-            return self.loc[0] + self.scale[0] * self.bar.quantile(self.probs[0], r)
-        # the mixture's CDF is linear in ln y between the views' bin borders (their half-normal tails aside): tabulate
-        # it at those borders plus an even grid, then interpolate; its quantiles lie between the views' own
-        lo, hi = self._ln_range(r)
-        knots = (self.loc[:, None] + self.scale[:, None] * self.borders[None, :]).ravel()
-        t = np.unique(np.r_[knots[(knots > lo) & (knots < hi)], np.linspace(lo, hi, self.GRID)])
-        table = self._raw_cdf(t[:, None])  # (G, m), non-decreasing in G
-        return np.stack([np.interp(r[:, j], table[:, j], t) for j in range(r.shape[1])], axis=1)
+            return ends[0]
+        return _bisect(self._raw_cdf, r, ends.min(axis=0), ends.max(axis=0), self.BISECT)
 
     def _view_quantiles(self, r) -> np.ndarray:
         """Each view's ln y at raw levels ``r`` ((n,) or (n, m)) -> (V, n, m)."""
-        return np.stack([m + s * self.bar.quantile(p, r) for p, m, s in zip(self.probs, self.loc, self.scale)])
-
-    def _ln_range(self, r) -> tuple[float, float]:
-        """ln y below and above every view's quantiles at raw levels ``r`` (n, m)."""
-        ends = self._view_quantiles(np.array([r.min(), r.max()]))
-        return float(ends.min()), float(ends.max())
+        r = np.broadcast_to(np.asarray(r, float).reshape(len(r), -1), (len(r), len(self)))
+        z = self.bar.quantile(self._rows(), np.tile(r, (1, self.n_views))).reshape(len(r), self.n_views, len(self))
+        return np.moveaxis(self.loc[:, None] + self.scale[:, None] * z, 1, 0)
 
     def _cal_quantile_ln(self, q) -> np.ndarray:
         """ln y of the calibrated predictive, before the extrapolation error, at levels ``q`` (n,) -> (n, m)."""
@@ -250,18 +265,9 @@ class Predictive:
             k = i * m + cols
             return np.einsum("j,jnm->nm", w, flat.take(k) + (g - i) * slope.take(k))
 
-        lo = np.broadcast_to(t0 + shifts.min(axis=0), (len(q), len(self))).copy()
-        hi = np.broadcast_to(top + shifts.max(axis=0), lo.shape).copy()
-        f_lo, f_hi, qq = f_err(lo), f_err(hi), np.broadcast_to(q[:, None], lo.shape)
-        for _ in range(self.BISECT):
-            mid = 0.5 * (lo + hi)
-            f = f_err(mid)
-            below = f < qq
-            lo, f_lo = np.where(below, mid, lo), np.where(below, f, f_lo)
-            hi, f_hi = np.where(below, hi, mid), np.where(below, f_hi, f)
-        # the bracket is now far narrower than a grid step: F_err is about linear across it
-        frac = np.clip((qq - f_lo) / np.maximum(f_hi - f_lo, 1e-300), 0, 1)
-        return lo + frac * (hi - lo)
+        lo = np.broadcast_to(t0 + shifts.min(axis=0), (len(q), len(self)))
+        hi = np.broadcast_to(top + shifts.max(axis=0), lo.shape)
+        return _bisect(f_err, np.broadcast_to(q[:, None], lo.shape), lo, hi, self.BISECT)
 
     def _cal_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The calibrated CDF (before the extrapolation error) on an even grid of ln y per query: its start and step
@@ -271,7 +277,10 @@ class Predictive:
             ends = self._view_quantiles(self._r_inv(np.array([self.CORE, 1 - self.CORE])))  # (V, 2, m)
             lo, hi = ends.min(axis=(0, 1)), ends.max(axis=(0, 1))
             h = np.maximum(hi - lo, 1e-9) / (self.CAL_GRID - 1)
-            self._table = (lo, h, self._cal_cdf(lo + h * np.arange(self.CAL_GRID)[:, None]))
+            raw = self.bar.cdf_grid(self._rows(), ((lo[None, :] - self.loc[:, None]) / self.scale[:, None]).ravel(),
+                                    (h[None, :] / self.scale[:, None]).ravel(), self.CAL_GRID,
+                                    into=np.tile(np.arange(len(self)), self.n_views))
+            self._table = (lo, h, self._r(np.clip(raw.T / self.n_views, 0.0, 1.0)))
         return self._table
 
     # -- in y -------------------------------------------------------------------------------------------------
