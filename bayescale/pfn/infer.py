@@ -204,7 +204,8 @@ class Predictive:
 
     # -- the raw mixture, in ln y -------------------------------------------------------------------------------
     def _rows(self):
-        """The views' bin probabilities as rows (V m, K), view-major, prepared once (:meth:`BarDistribution.prepare`)."""
+        """The views' bin probabilities as rows (V m, K), view-major, prepared once
+        (:meth:`~bayescale.pfn.bar.BarDistribution.prepare`)."""
         if self._stacked is None:
             self._stacked = self.bar.prepare(self.probs.reshape(-1, self.probs.shape[-1]))
         return self._stacked
