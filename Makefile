@@ -67,6 +67,7 @@ bench-honest: $(BENCH)
 # Run selection replayed on real and simulated data; then the run sets it chose refitted carefully.
 bench-replay: $(BENCH)
 	$(PY) -m benchmarks.active_learning
+	$(PY) -m benchmarks.active_learning --suites chinchilla --strategies random,cheapest,grid,uncertain,grid+local,ours,ours_local --likelihood logstudentt --feasibility 0
 	$(PY) -m benchmarks.replay_rescore
 
 # The PFN tables (pfn_prior_calibration, pfn_nuts, ...): calibration on prior draws, agreement with NUTS, speed.

@@ -51,6 +51,7 @@ compute is still below the best baseline's compute-to-reach (in the many-world s
 in that world).
 
     python -m benchmarks.active_learning   # every suite: benchmarks/results/active_learning.json, .png, the tables
+    python -m benchmarks.active_learning --likelihood logstudentt   # ..._logstudentt.json, tables replay_*_logstudentt
     python -m benchmarks.active_learning --suites ic --curves 1 --strategies random,ours --draws 50 --out /tmp/al
 """
 
@@ -79,7 +80,13 @@ STRATEGIES = {
     "sim": (*BASELINES, "ours", "ours_plan", "ours_local"),
     "ic": (*BASELINES, *LOCAL, "ours", "ours_goal", "ours_cool", "ours_plan", "ours_cal", "ours_local"),
 }
-FILE = "active_learning.json"
+FILE = "active_learning.json"  # lognormal refits, as the published tables; another noise model: a file of its own
+
+
+def _file(likelihood: str, ext: str = "json") -> str:
+    """The result file of a replay with ``likelihood`` refits (its tables' names carry the noise model too)."""
+    stem = FILE.removesuffix(".json")
+    return f"{stem}.{ext}" if likelihood == LEGACY_LIKELIHOOD else f"{stem}_{likelihood}.{ext}"
 
 
 def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.DataFrame, inputs: list, rng, step: int,
@@ -467,7 +474,13 @@ def _pooled_rows(sm: dict, worlds: list[dict]) -> list[list]:
 
 
 def tables(out: Path = RESULTS) -> list[Table]:
-    res = load_json(out / FILE)
+    return [t for lik in NOISE_MODELS for t in _tables(out, lik)]
+
+
+def _tables(out: Path, likelihood: str) -> list[Table]:
+    file = _file(likelihood)
+    suffix = "" if likelihood == LEGACY_LIKELIHOOD else f"_{likelihood}"
+    res = load_json(out / file)
     if res is None:
         return []
     runs = res.get("runs") or []
@@ -476,10 +489,10 @@ def tables(out: Path = RESULTS) -> list[Table]:
     cmd = "python -m benchmarks.active_learning" if history else res["command"]
     src = (f"{res['machine']}, {res['timestamp']}; NUTS 2 chains x ({res['draws']} warm-up + {res['draws']} draws) "
            f"per refit, {res.get('likelihood', LEGACY_LIKELIHOOD)} noise, {res['seeds']} seeds for random; "
-           f"{shown(out / FILE)}")
+           f"{shown(out / file)}")
 
     def table(name, header, rows):
-        return Table(name, cmd, src, header, rows, history)
+        return Table(name + suffix, cmd, src, header, rows, history)
 
     out_tables = []
     su = res["suites"]
@@ -570,7 +583,7 @@ def main(argv=None) -> dict:
 
     result = {"command": command_line("active_learning", argv), "timestamp": now(), "machine": machine_line(),
               "draws": args.draws, "seeds": args.seeds, "likelihood": args.likelihood, "suites": {}}
-    path = args.out / FILE
+    path = args.out / _file(args.likelihood)
     for name in suites:
         if name == "chinchilla":
             r = suite_chinchilla(strategies(name), args.draws, args.seeds, args.feasibility, log)
@@ -583,7 +596,7 @@ def main(argv=None) -> dict:
         result["suites"][name] = r
         result["elapsed_s"] = time.perf_counter() - t0
         save_json(path, result)  # partial results survive an interruption
-    _plot(result, args.out / "active_learning.png")
+    _plot(result, args.out / _file(args.likelihood, "png"))
     publish(tables, args)
     return result
 

@@ -58,7 +58,8 @@ def report(chinchilla_fit, kaplan_fit, tmp_path_factory):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rep = risk_report(fits={"chinchilla": chinchilla_fit, "kaplan": kaplan_fit}, options=OPTIONS,
-                          target_loss=target, out=out, seed=0, n_draws=2000, n_outcomes=8, next_max_draws=300)
+                          target_loss=target, out=out, seed=0, n_draws=2000,
+                          search=SearchOptions(n_outcomes=8, max_draws=300))
     return rep, target, out
 
 
@@ -169,7 +170,8 @@ def test_numbers_then_rendering(report, chinchilla_fit, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         numbers = assess_risk(one, ["70B,1.4T"], 2.0, search=SearchOptions(n_outcomes=4, max_draws=100), **small)
-        whole = risk_report(fits=one, options=["70B,1.4T"], target_loss=2.0, n_outcomes=4, next_max_draws=100, **small)
+        whole = risk_report(fits=one, options=["70B,1.4T"], target_loss=2.0,
+                            search=SearchOptions(n_outcomes=4, max_draws=100), **small)
     assert numbers.files == whole.files == {} and numbers.summary == whole.summary
     pd.testing.assert_frame_equal(numbers.draws, whole.draws)
     pd.testing.assert_frame_equal(numbers.families, whole.families)

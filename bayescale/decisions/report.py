@@ -40,8 +40,8 @@ __all__ = ["check_in_browser", "chromium", "risk_report", "write_report"]
 
 def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=None, inputs=None, y: str = "loss",
                 laws=None, fits: dict | None = None, out=None, candidates=None, cost=None, seed: int = 0,
-                sampler: SamplerSettings | None = None, n_draws: int = 4000, n_outcomes: int = 32,
-                next_max_draws: int = 1000, title: str | None = None) -> RiskReport:
+                sampler: SamplerSettings | None = None, n_draws: int = 4000,
+                search: SearchOptions = SearchOptions(), title: str | None = None) -> RiskReport:
     """Fit, predict the ``options`` and write ``report.html``/``report.md``/``report.json`` into ``out``.
 
     Parameters
@@ -69,8 +69,9 @@ def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=N
         NUTS settings for every family (default: each law's, 4 chains of 1000 warm-up and 1000 draws).
     n_draws : int
         Joint posterior predictive draws per option.
-    n_outcomes, next_max_draws : int
-        The next-run search's simulated outcomes and posterior draws (:class:`SearchOptions`).
+    search : SearchOptions
+        How the next-run recommendation searches (simulated outcomes, posterior draws; see
+        :class:`~bayescale.decisions.next_runs.SearchOptions`).
     title : str, optional
         The report's title.
 
@@ -85,7 +86,7 @@ def risk_report(runs=None, law="chinchilla", *, options, target_loss: float, x=N
     if fits is None:
         fits = fit_families(runs, law, laws, x=x, inputs=inputs, y=y, seed=seed, sampler=sampler)
     rep = assess_risk(fits, options, target_loss, candidates=candidates, cost=cost, seed=seed, n_draws=n_draws,
-                      search=SearchOptions(n_outcomes=n_outcomes, max_draws=next_max_draws), title=title)
+                      search=search, title=title)
     if out is not None:
         rep.files = write_report(rep, out)
     return rep
