@@ -53,6 +53,9 @@ in that world).
     python -m benchmarks.active_learning   # every suite: benchmarks/results/active_learning.json, .png, the tables
     python -m benchmarks.active_learning --likelihood logstudentt   # ..._logstudentt.json, tables replay_*_logstudentt
     python -m benchmarks.active_learning --suites ic --curves 1 --strategies random,ours --draws 50 --out /tmp/al
+
+A run of some suites keeps the other suites' results in the same file (same ``--draws``); each suite's tables
+name the command that made it.
 """
 
 from __future__ import annotations
@@ -486,16 +489,20 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
     runs = res.get("runs") or []
     history = ("" if len(runs) < 2 else f"{len(runs)} invocations of an earlier version of this script, which added "
                "strategies, worlds and designs to the saved file (its `runs` lists them)")
-    cmd = "python -m benchmarks.active_learning" if history else res["command"]
-    src = (f"{res['machine']}, {res['timestamp']}; NUTS 2 chains x ({res['draws']} warm-up + {res['draws']} draws) "
-           f"per refit, {res.get('likelihood', LEGACY_LIKELIHOOD)} noise, {res['seeds']} seeds for random; "
-           f"{shown(out / file)}")
+    su = res["suites"]
 
-    def table(name, header, rows):
-        return Table(name + suffix, cmd, src, header, rows, history)
+    def source(suite: str) -> tuple[str, str]:
+        """The command and source line of a suite's tables: its own run's when it was rerun alone (``run``)."""
+        run = su[suite].get("run", res)
+        cmd = "python -m benchmarks.active_learning" if history else run["command"]
+        return cmd, (f"{run['machine']}, {run['timestamp']}; NUTS 2 chains x ({res['draws']} warm-up + "
+                     f"{res['draws']} draws) per refit, {res.get('likelihood', LEGACY_LIKELIHOOD)} noise, "
+                     f"{run.get('seeds', res['seeds'])} seeds for random; {shown(out / file)}")
+
+    def table(name, header, rows, suite):
+        return Table(name + suffix, *source(suite), header, rows, history)
 
     out_tables = []
-    su = res["suites"]
     if "chinchilla" in su:
         r = su["chinchilla"]
         g, n = r["goal"], r["acquire"]
@@ -507,7 +514,8 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
             [s, f"{g['rmsle_after_n'][s]:.4f}", f"{g['lpd_after_n'][s]:.2f}",
              f"{np.median([t[min(n, len(t) - 1)]['compute'] for t in trs]):.3g}", f"{g['runs_at_end'][s]:.0f}",
              f"{g['final_rmsle'][s]:.4f}", f"{g['compute_to_reach'][s]:.3g}",
-             *(f"{v['compute_to_reach'][s]:.3g}" for v in lv.values())] for s, trs in r["traces"].items()]))
+             *(f"{v['compute_to_reach'][s]:.3g}" for v in lv.values())] for s, trs in r["traces"].items()],
+            "chinchilla"))
         if r.get("feasibility"):
             d = pd.DataFrame(r["feasibility"]["designs"])
             reach, thr = g["compute_to_reach"][g["best_baseline"]], g["threshold_rmsle"]
@@ -519,7 +527,7 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
                              f"{q.iloc[1]:.4f}"])
             out_tables.append(table("replay_chinchilla_feasibility", [
                 "random designs spending (FLOP)", "designs", f"reach the threshold {thr:.4f}",
-                "RMSLE, 5th percentile", "RMSLE, median"], rows))
+                "RMSLE, 5th percentile", "RMSLE, median"], rows, "chinchilla"))
     for key in ("starts", "starts_dn1", "sim"):
         if key not in su:
             continue
@@ -528,16 +536,16 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
         out_tables.append(table(f"replay_{key}", [
             "strategy", "error after 12 runs", "mean compute after 12", "runs at the end", "error at the end",
             "error at the grid's final compute", "log density there",
-            *(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items())], _pooled_rows(sm, su[key]["worlds"])))
-        out_tables.append(levels_table(f"replay_{key}_levels", sm, "worlds" if key == "sim" else "start sets", cmd,
-                                       src, history))
+            *(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items())], _pooled_rows(sm, su[key]["worlds"]), key))
+        out_tables.append(levels_table(f"replay_{key}_levels{suffix}", sm, "worlds" if key == "sim" else "start sets",
+                                       *source(key), history))
     if "sim" in su:
         sm = su["sim"]["summary"]
         sl = sm["sd_levels"]
         out_tables.append(table("replay_sim_sd", [
             "strategy", "sd after 12 runs", "mean z^2", *(f"to reach sd {k} ({v['sd']:.4f})" for k, v in sl.items())],
             [[s, f"{sm['sd_after_n'][s]:.4f}", f"{sm['z2'][s]:.2f}",
-              *(f"{v['compute_to_reach'][s]:.3g}" for v in sl.values())] for s in sm["sd_curves"]]))
+              *(f"{v['compute_to_reach'][s]:.3g}" for v in sl.values())] for s in sm["sd_curves"]], "sim"))
     if "ic" in su:
         cv = su["ic"]["curves"]
         first = next(iter(cv.values()))["traces"]
@@ -546,7 +554,7 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
         out_tables.append(table("replay_ic", ["curve", "threshold", *cols, *(f"{o} / best" for o in variants)], [
             [c, f"{v['goal']['threshold_rmsle']:.4f}",
              *(f"{v['goal']['compute_to_reach'].get(k, float('nan')):.3g}" for k in cols),
-             *(f"{v['goal']['ratios'].get(o, float('nan')):.3g}" for o in variants)] for c, v in cv.items()]))
+             *(f"{v['goal']['ratios'].get(o, float('nan')):.3g}" for o in variants)] for c, v in cv.items()], "ic"))
     return out_tables
 
 
@@ -581,9 +589,15 @@ def main(argv=None) -> dict:
     def strategies(suite):
         return args.strategies.split(",") if args.strategies else STRATEGIES[suite]
 
-    result = {"command": command_line("active_learning", argv), "timestamp": now(), "machine": machine_line(),
-              "draws": args.draws, "seeds": args.seeds, "likelihood": args.likelihood, "suites": {}}
+    run = {"command": command_line("active_learning", argv), "timestamp": now(), "machine": machine_line(),
+           "seeds": args.seeds}
+    result = {**run, "draws": args.draws, "likelihood": args.likelihood, "suites": {}}
     path = args.out / _file(args.likelihood)
+    earlier = load_json(path)
+    if earlier and earlier.get("draws") == args.draws and not earlier.get("runs"):
+        # suites not rerun keep their results, each with the run that made it (its tables' command)
+        result["suites"] = {k: {"run": {f: earlier[f] for f in run}, **v} if "run" not in v else v
+                            for k, v in earlier["suites"].items() if k not in suites}
     for name in suites:
         if name == "chinchilla":
             r = suite_chinchilla(strategies(name), args.draws, args.seeds, args.feasibility, log)
@@ -593,7 +607,7 @@ def main(argv=None) -> dict:
             r = suite_sim(strategies(name), args.draws, args.worlds, log)
         else:
             r = suite_ic(strategies(name), args.draws, max(1, args.seeds - 1), args.curves, log)
-        result["suites"][name] = r
+        result["suites"][name] = {**r, "run": run}
         result["elapsed_s"] = time.perf_counter() - t0
         save_json(path, result)  # partial results survive an interruption
     _plot(result, args.out / _file(args.likelihood, "png"))
