@@ -70,6 +70,7 @@ bench-replay: $(BENCH)
 	$(PY) -m benchmarks.active_learning --suites chinchilla --strategies random,cheapest,grid,uncertain,grid+local,ours,ours_local --likelihood logstudentt --feasibility 0
 	$(PY) -m benchmarks.active_learning --suites ic --likelihood logstudentt
 	$(PY) -m benchmarks.active_learning --suites starts --strategies grid,ours,ours_local --likelihood logstudentt
+	$(PY) -m benchmarks.active_learning --suites starts_dn1 --strategies grid,ours,ours_local --likelihood logstudentt
 	$(PY) -m benchmarks.replay_rescore
 
 # The PFN tables (pfn_prior_calibration, pfn_nuts, ...): calibration on prior draws, agreement with NUTS, speed.
