@@ -598,6 +598,8 @@ def main(argv=None) -> dict:
         # suites not rerun keep their results, each with the run that made it (its tables' command)
         result["suites"] = {k: {"run": {f: earlier[f] for f in run}, **v} if "run" not in v else v
                             for k, v in earlier["suites"].items() if k not in suites}
+    elif earlier:
+        log(f"{path}: made with --draws {earlier.get('draws')} or by an earlier version of this script; replaced")
     for name in suites:
         if name == "chinchilla":
             r = suite_chinchilla(strategies(name), args.draws, args.seeds, args.feasibility, log)
