@@ -143,16 +143,14 @@ class BarDistribution:
         i = np.arange(n)
         out = (np.bincount(into, f0, n_out)[:, None] + np.bincount(into, s0, n_out)[:, None] * i
                + i * slope_sum - offset_sum)
-        # the tails: F - (its flat part) = -p_0 erf((b_1 - z) / w_0 / sqrt 2) below b_1,
-        # p_{K-1} erf((z - b_{K-1}) / w_{K-1} / sqrt 2) from b_{K-1} up
+        # the tails: F there (below b_1, from b_{K-1} up) less the flat part counted above (C_1, C_{K-1})
         n_lo = np.clip(np.ceil((b[1] - a) / c), 0, n).astype(np.int64)
         n_hi = n - np.clip(np.ceil((b[k - 1] - a) / c), 0, n).astype(np.int64)
-        for count, first, sign in ((n_lo, np.zeros(m, np.int64), -1.0), (n_hi, n - n_hi, 1.0)):
+        for count, first, edge in ((n_lo, np.zeros(m, np.int64), 1), (n_hi, n - n_hi, k - 1)):
             if count.any():
                 r, pos = _ragged(first, count)
                 z = a[r] + c[r] * pos
-                d = (b[1] - z) / w[0] if sign < 0 else (z - b[k - 1]) / w[k - 1]
-                val = sign * rows.p[r, 0 if sign < 0 else k - 1] * erf(d / math.sqrt(2))
+                val = self._cdf_in(rows, z, np.full(len(r), edge - 1), r) - rows.cum[r, edge]
                 out += np.bincount(into[r] * n + pos, val, size).reshape(n_out, n)
         return out
 
