@@ -46,6 +46,7 @@ bench: $(BENCH)
 	$(PY) -m benchmarks.coverage
 	$(PY) -m benchmarks.local_fit --worlds 16 --draws 500
 	$(PY) -m benchmarks.report_screenshot
+	$(PY) -m benchmarks.own_errors
 	$(PY) -m benchmarks.first_answer --repeats 7
 
 # Extrapolation on real data: every suite and method of STANDARD in benchmarks/extrapolation.py, tables and plots.

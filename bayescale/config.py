@@ -33,7 +33,10 @@ take their defaults from the environment when this module is imported:
   counting are freed as usual). Once per process; ``off`` to keep Python's default;
 - ``lfo.refit_draws``: ``BAYESCALE_LFO_REFIT_DRAWS`` (default 300): warm-up steps and draws per chain, at most, of
   the refits behind a fit's own leave-future-out errors (:meth:`bayescale.Fit.own_errors`; up to four refits
-  per fit). They need only a mean and an sd of ln y at a few runs; the shipped error model was learned with 300.
+  per fit). They need only a mean and an sd of ln y at a few runs; the shipped error model was learned with 300;
+- ``lfo.refit_chains``: ``BAYESCALE_LFO_REFIT_CHAINS`` (default 2): chains of those refits, at most. Two chains
+  of 300 draws are the 600 draws a refit's errors read; with four (the fit's default) the errors differed from
+  two chains' by no more than between two seeds of four, at half the time (``benchmarks/own_errors.py``).
 
 :func:`import_meanwhile` imports modules on a thread while compiled code (which holds no GIL) runs: a fit imports
 its diagnostics' library so while it samples.
@@ -105,7 +108,8 @@ def _path(value) -> str:
 
 
 _VALIDATE = {"cache.enabled": _boolean, "cache.dir": _path, "cache.min_compile_secs": _non_negative_float,
-             "cpu.devices": _positive_int, "gc.freeze": _boolean, "lfo.refit_draws": _positive_int}
+             "cpu.devices": _positive_int, "gc.freeze": _boolean, "lfo.refit_draws": _positive_int,
+             "lfo.refit_chains": _positive_int}
 
 
 class Settings(MutableMapping):
@@ -159,6 +163,7 @@ def _from_environment() -> Settings:
         "cpu.devices": env("BAYESCALE_CPU_DEVICES", _positive_int, min(usable_cores(), 8)),
         "gc.freeze": env("BAYESCALE_GC_FREEZE", _boolean, True),
         "lfo.refit_draws": env("BAYESCALE_LFO_REFIT_DRAWS", _positive_int, 300),
+        "lfo.refit_chains": env("BAYESCALE_LFO_REFIT_CHAINS", _positive_int, 2),
     })
 
 

@@ -138,15 +138,17 @@ class Fit:
 
     def own_errors(self, holdout: float = 0.25) -> tuple[pd.DataFrame, str]:
         """This fit's leave-future-out errors (:func:`bayescale.calibration.own_errors`: up to 4 refits without its
-        furthest runs, each with ``config.settings["lfo.refit_draws"]`` warm-up steps and draws per chain at most);
-        kept, as the error and the risk report both read them."""
+        furthest runs, each with ``config.settings["lfo.refit_draws"]`` warm-up steps and draws per chain and
+        ``config.settings["lfo.refit_chains"]`` chains at most); kept, as the error and the risk report both read
+        them."""
         cache = self.__dict__.setdefault("_own_errors", {})
         if holdout not in cache:
             st, n = self.settings, config.settings["lfo.refit_draws"]
+            kw = dict(warmup=min(st.num_warmup, n), samples=min(st.num_samples, n),
+                      chains=min(st.num_chains, config.settings["lfo.refit_chains"]))
             cache[holdout] = calibration.own_errors(
-                self.law, self.runs, lambda runs, seed: self.refit(runs, seed=seed, warmup=min(st.num_warmup, n),
-                                                                   samples=min(st.num_samples, n)),
-                holdout, seed=self.seed + 7919)
+                self.law, self.runs, lambda runs, seed: self.refit(runs, seed=seed, **kw), holdout,
+                seed=self.seed + 7919)
         return cache[holdout]
 
     def heldout_errors(self, at, observed, curve=None) -> pd.DataFrame:

@@ -13,7 +13,8 @@ Stage ``fits`` (slow, cached under ``benchmarks/results/cache/honest/``): one NU
 warm-up + 300 draws), keeping the mean-curve draws at the fit and target runs, the least-squares bootstrap, and the
 peer's draws at the target runs.
 Stage ``fits`` also gives every cached fit its own leave-future-out errors (:func:`bayescale.calibration.own_errors`,
-refits with the same NUTS settings, as a user's fit makes them).
+refits with the same NUTS settings; a user's fit refits with 2 chains, whose errors match 4 chains' to within Monte
+Carlo noise: ``benchmarks/own_errors.py``).
 Stage ``score`` (fast): for each suite left out (each of revisiting's four domains counts as a suite: nine in all),
 :func:`bayescale.error_model.learn` on the other suites'
 held-out errors, then every method's bands on the left-out suite: ``default`` (the learned prior updated with the
@@ -167,8 +168,8 @@ def _refit(law, likelihood: str):
 
 
 def _add_own_errors(suite: str, likelihood: str, seed: int) -> None:
-    """Each cached fit of ``suite`` gets its own leave-future-out errors (the package's refits, as a user's fit
-    makes them), where it lacks them."""
+    """Each cached fit of ``suite`` gets its own leave-future-out errors (the package's refits, with the
+    benchmark's NUTS settings), where it lacks them."""
     import bayescale as bs
     from bayescale import calibration
 

@@ -220,6 +220,24 @@ def test_a_fit_sees_its_own_runs_bend_away_from_the_law():
     assert f.error.tau > 1.5 * prior.tau
 
 
+def test_a_fits_own_error_refits_take_the_configured_chains_and_draws(chinchilla_fit, monkeypatch):
+    from bayescale import config
+
+    calls = []
+
+    def refit(self, runs, seed=None, law=None, **over):
+        calls.append(over)
+        raise bs.RunTableError("recorded")  # own_errors skips the block: no sampling needed here
+
+    monkeypatch.setattr(bs.Fit, "refit", refit)
+    monkeypatch.setitem(config.settings, "lfo.refit_chains", 1)
+    monkeypatch.setitem(config.settings, "lfo.refit_draws", 50)
+    own, how = chinchilla_fit.with_error("default").own_errors(holdout=0.3)
+    assert own.empty and "no refit" in how
+    # at most the fit's own settings (2 chains, 300 + 300 here), capped by the two settings
+    assert calls and all(c == dict(chains=1, warmup=50, samples=50) for c in calls)
+
+
 def test_calibrate_scores_its_refits_as_the_fits_own_errors_do():
     """calibrate() and a fit's own leave-future-out errors read a refit the same way (one formula: the refit's mean
     of ln mu and its predictive sd, no sampled noise), and calibrate() refuses outcomes <= 0 naming the rows, before

@@ -121,7 +121,7 @@ def test_settings_are_validated():
     s["gc.freeze"] = "off"
     assert (s["cpu.devices"], s["cache.enabled"], s["cache.min_compile_secs"], s["gc.freeze"]) == (4, False, 0.1, False)
     for key, bad in [("cpu.devices", 0), ("cpu.devices", "two"), ("cache.enabled", "maybe"), ("gc.freeze", "later"),
-                     ("lfo.refit_draws", 0),
+                     ("lfo.refit_draws", 0), ("lfo.refit_chains", 0), ("lfo.refit_chains", "all"),
                      ("cache.min_compile_secs", -1), ("cache.min_compile_secs", "nan"), ("cache.dir", "")]:
         with pytest.raises(ValueError, match=key):
             s[key] = bad
@@ -129,7 +129,7 @@ def test_settings_are_validated():
         s["cache.size"] = 1
     with pytest.raises(TypeError):
         del s["cpu.devices"]
-    assert set(s) == set(config.settings) and len(s) == 6
+    assert set(s) == set(config.settings) and len(s) == 7
 
 
 def test_helpers():
