@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 
+from bayescale import programs
+
 __all__ = ["DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd",
            "noise_dist", "sample", "sigma_prior"]
 
@@ -91,7 +93,8 @@ def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0,
 
 
 # one compiled program per likelihood and shape: run op by op, each of a distribution's dozens of operations would
-# be compiled on its own (about a second in all for a first prediction)
+# be compiled on its own (about a second in all for a first prediction); kept traced on disk (bayescale.programs),
+# as tracing and lowering them again took a new process's first prediction another half second
 @functools.partial(jax.jit, static_argnames="likelihood")
 def _log_prob(likelihood, y, mu, sigma, df, errors):
     return noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y)
@@ -108,8 +111,8 @@ def _arrays(errors: dict) -> dict:
 
 def log_prob(likelihood: str, y, mu, sigma, df: float = 4.0, **errors) -> np.ndarray:
     """``log p(y | mu, sigma)`` as a NumPy array (arguments broadcast); ``errors``: ``se``/``y_ref``/``extra``."""
-    return np.asarray(_log_prob(likelihood, *(jnp.asarray(v, jnp.float64) for v in (y, mu, sigma, df)),
-                                _arrays(errors)))
+    args = (*(jnp.asarray(v, jnp.float64) for v in (y, mu, sigma, df)), _arrays(errors))
+    return np.asarray(programs.call(functools.partial(_log_prob, likelihood), f"noise.log_prob|{likelihood}", *args))
 
 
 def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.ndarray:
@@ -119,8 +122,9 @@ def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.nd
         seed = int(seed.integers(2**31))
     mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
     shape = np.broadcast_shapes(mu.shape, sigma.shape, *(np.shape(v) for v in errors.values() if v is not None))
-    y = np.asarray(_sample(likelihood, jax.random.PRNGKey(seed), jnp.broadcast_to(mu, shape),
-                           jnp.asarray(sigma, jnp.float64), jnp.asarray(df, jnp.float64), _arrays(errors)))
+    args = (jax.random.PRNGKey(seed), jnp.broadcast_to(mu, shape), jnp.asarray(sigma, jnp.float64),
+            jnp.asarray(df, jnp.float64), _arrays(errors))
+    y = np.asarray(programs.call(functools.partial(_sample, likelihood), f"noise.sample|{likelihood}", *args))
     return np.clip(y, 0.0, 1.0) if likelihood == "beta" else y  # the squeeze's margin maps to 0 and 1
 
 

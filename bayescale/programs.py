@@ -1,8 +1,9 @@
-"""Traced sampling programs kept on disk (``jax.export``), so that a new process skips tracing them.
+"""Traced programs kept on disk (``jax.export``), so that a new process skips tracing them.
 
 XLA's persistent cache (:mod:`bayescale.config`) keeps compiled code, but every new process still traces and
 lowers the NUTS program of a fit (model, multi-start optimisation, sampler) before it can look the code up: about
-1.5 s of a first fit (``benchmarks/first_answer.py``). :func:`call` saves the lowered program after its first use,
+1.5 s of a first fit (``benchmarks/first_answer.py``), and half a second for the noise models' sampling and density
+programs of a first prediction (:mod:`bayescale.noise`). :func:`call` saves the lowered program after its first use,
 beside the compilation cache (``<cache.dir>/programs``), and later processes load it instead of tracing.
 
 A saved program is found by a digest of everything it was traced from: the caller's ``tag`` (law, likelihood,
@@ -32,7 +33,7 @@ from bayescale import config
 
 __all__ = ["call", "forget"]
 
-_LOADED: dict = {}  # path -> the jitted call of its program, for this process
+_LOADED: dict = {}  # (tag, arguments' structure and shapes, devices, cache) -> the call of its program, this process
 
 
 @functools.cache
@@ -51,9 +52,9 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
-def _path(tag: str, leaves, treedef, n_dev: int) -> Path:
-    shapes = [(np.shape(v), str(np.result_type(v))) for v in leaves]
-    key = repr((tag, str(treedef), shapes, n_dev, jax.default_backend(), jax.config.jax_enable_x64, _source_digest()))
+def _path(tag: str, shapes, treedef, n_dev: int) -> Path:
+    key = repr((tag, str(treedef), list(shapes), n_dev, jax.default_backend(), jax.config.jax_enable_x64,
+                _source_digest()))
     return Path(config.settings["cache.dir"]) / "programs" / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".bin")
 
 
@@ -83,11 +84,14 @@ def call(fn, tag: str | None, *args, n_dev: int = 1):
     if tag is None:
         return fn(*args)
     leaves, treedef = jax.tree.flatten(args)
-    path = _path(tag, leaves, treedef, n_dev)
-    if path not in _LOADED:
-        keep = config.settings["cache.enabled"]
-        _LOADED[path] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves, path if keep else None, n_dev)
-    return fn(*args) if _LOADED[path] is None else _LOADED[path](*leaves)
+    shapes = tuple((np.shape(v), str(v.dtype if hasattr(v, "dtype") else np.result_type(v))) for v in leaves)
+    # found again without hashing the file name: a noise model's program is called thousands of times (next_runs)
+    sig = (tag, treedef, shapes, n_dev, config.settings["cache.dir"], config.settings["cache.enabled"])
+    if sig not in _LOADED:
+        path, keep = _path(tag, shapes, treedef, n_dev), config.settings["cache.enabled"]
+        _LOADED[sig] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves, path if keep else None, n_dev)
+    run = _LOADED[sig]
+    return fn(*args) if run is None else run(*leaves)
 
 
 def forget() -> None:

@@ -94,3 +94,22 @@ def test_a_progress_bar_from_inside_the_program_is_never_saved(program_dir, caps
     assert "NUTS M2" in capsys.readouterr().err
     saved = _fit(runs, likelihood="lognormal")
     assert np.array_equal(shown.posterior["c"].values, saved.posterior["c"].values)
+
+
+@pytest.mark.parametrize("likelihood", ["logstudentt", "beta"])
+def test_the_noise_models_programs_are_saved_and_loaded_with_the_same_results(program_dir, monkeypatch, likelihood):
+    from bayescale import noise
+
+    mu, sigma = np.array([[0.3, 0.6, 0.9]] * 5), np.full((5, 1), 0.05)
+    y = noise.sample(likelihood, mu, sigma, seed=3, df=4.0, extra=np.full(3, 0.01))
+    lp = noise.log_prob(likelihood, y, mu, sigma, 4.0, extra=np.full(3, 0.01))
+    assert y.shape == lp.shape == (5, 3) and np.isfinite(lp).all()
+    assert len(list(program_dir.glob("*.bin"))) == 2  # one sampling, one density program
+    programs.forget()  # a new process: loads them, traces nothing, gives the same numbers
+
+    def no_tracing(*a, **k):
+        raise AssertionError("traced again although a saved program was there")
+
+    monkeypatch.setattr(programs.jax.export, "export", no_tracing)
+    assert np.array_equal(noise.sample(likelihood, mu, sigma, seed=3, df=4.0, extra=np.full(3, 0.01)), y)
+    assert np.array_equal(noise.log_prob(likelihood, y, mu, sigma, 4.0, extra=np.full(3, 0.01)), lp)
