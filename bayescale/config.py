@@ -35,8 +35,8 @@ take their defaults from the environment when this module is imported:
   the refits behind a fit's own leave-future-out errors (:meth:`bayescale.Fit.own_errors`; up to four refits
   per fit). They need only a mean and an sd of ln y at a few runs; the shipped error model was learned with 300;
 - ``lfo.refit_chains``: ``BAYESCALE_LFO_REFIT_CHAINS`` (default 2): chains of those refits, at most. Two chains
-  of 300 draws are the 600 draws a refit's errors read; with four (the fit's default) the errors differed from
-  two chains' by no more than between two seeds of four, at half the time (``benchmarks/own_errors.py``).
+  of 300 draws are the 600 draws a refit's errors read; their errors differ from four chains' (the fit's default)
+  about as much as two seeds of four chains differ, at half the sampling (``benchmarks/own_errors.py``).
 
 :func:`import_meanwhile` imports modules on a thread while compiled code (which holds no GIL) runs: a fit imports
 its diagnostics' library so while it samples.

@@ -85,7 +85,7 @@ def call(fn, tag: str | None, *args, n_dev: int = 1):
         return fn(*args)
     leaves, treedef = jax.tree.flatten(args)
     shapes = tuple((np.shape(v), str(v.dtype if hasattr(v, "dtype") else np.result_type(v))) for v in leaves)
-    # found again without hashing the file name: a noise model's program is called thousands of times (next_runs)
+    # found again without hashing a file name: a noise model's program is called many times (next_runs, scoring)
     sig = (tag, treedef, shapes, n_dev, config.settings["cache.dir"], config.settings["cache.enabled"])
     if sig not in _LOADED:
         path, keep = _path(tag, shapes, treedef, n_dev), config.settings["cache.enabled"]

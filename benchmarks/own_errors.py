@@ -5,11 +5,11 @@ up to four refits without its furthest runs), and those refits are most of the t
 (``benchmarks/first_answer.py``). Each refit gives, per held-out run, ``r`` (ln y minus the predicted mean of ln y)
 and ``s`` (the predictive sd of ln y), read from 600 posterior draws. This script asks whether 2 chains of 300
 draws (the 600 draws a refit's errors read) give the same errors as 4 chains of 300, which the shipped error model
-was learned with: on curves of every suite of the honest-bands benchmark (the first ``--per-suite`` of each, half as
-many of each of revisiting's four domains), it computes each curve's own errors three times, with 4 chains (seed 1), 4
-chains (seed 2) and 2 chains (seed 2), and compares 2 chains with 4 of another seed against the difference between
-two seeds of 4 (Monte Carlo noise alone): per held-out run ``|r_a - r_b| / s_a`` and ``|ln(s_b / s_a)|``; per curve the median
-and the 95% quantile of ``tau``, the extrapolation error the shipped error model then gives
+was learned with. On curves of every suite of the honest-bands benchmark (the first ``--per-suite`` of each, half as
+many of each of revisiting's four domains) it computes each curve's own errors three times: 4 chains (seed 1), 4
+chains (seed 2) and 2 chains (seed 2). It compares 2 chains with 4 of another seed against two seeds of 4 (Monte
+Carlo noise alone): per held-out run ``|r_a - r_b| / s_a`` and ``|ln(s_b / s_a)|``; per curve the median and the 95%
+quantile of ``tau``, the extrapolation error the shipped error model then gives
 (:meth:`bayescale.error_model.ErrorModel.posterior`, as ``bs.fit`` does), as ``|ln(tau_b / tau_a)|``. The result file
 keeps each call's seconds, compilation included (``benchmarks/first_answer.py`` times a user's process).
 
@@ -106,8 +106,8 @@ def tables(out):
     rows = []
     for a, b in PAIRS:
         m = compare(cs, a, b)
-        rows.append([f"{b} vs {a}", m["runs"], f"{m['dr50']:.3f} ({m['dr90']:.3f})", f"{m['ds50']:.3f} ({m['ds90']:.3f})",
-                     m["curves"], f"{m['dtau50_50']:.3f} ({m['dtau50_90']:.3f})",
+        rows.append([f"{b} vs {a}", m["runs"], f"{m['dr50']:.3f} ({m['dr90']:.3f})",
+                     f"{m['ds50']:.3f} ({m['ds90']:.3f})", m["curves"], f"{m['dtau50_50']:.3f} ({m['dtau50_90']:.3f})",
                      f"{m['dtau95_50']:.3f} ({m['dtau95_90']:.3f})"])
     suites = ", ".join(f"{s} {sum(c['suite'] == s for c in cs)}" for s in dict.fromkeys(c["suite"] for c in cs))
     source = (f"{describe(res['machine'])}; {res['likelihood']} fits and refits (300 warm-up steps and draws per "
