@@ -94,7 +94,7 @@ def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0,
 
 # one compiled program per likelihood and shape: run op by op, each of a distribution's dozens of operations would
 # be compiled on its own (about a second in all for a first prediction); kept traced on disk (bayescale.programs),
-# as tracing and lowering them again took a new process's first prediction another half second
+# so that a new process does not trace and lower them again
 @functools.partial(jax.jit, static_argnames="likelihood")
 def _log_prob(likelihood, y, mu, sigma, df, errors):
     return noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y)

@@ -2,7 +2,7 @@
 
 XLA's persistent cache (:mod:`bayescale.config`) keeps compiled code, but every new process still traces and
 lowers the NUTS program of a fit (model, multi-start optimisation, sampler) before it can look the code up: about
-1.5 s of a first fit (``benchmarks/first_answer.py``), and half a second for the noise models' sampling and density
+1.5 s of a first fit (``benchmarks/first_answer.py``), and again for the noise models' sampling and density
 programs of a first prediction (:mod:`bayescale.noise`). :func:`call` saves the lowered program after its first use,
 beside the compilation cache (``<cache.dir>/programs``), and later processes load it instead of tracing.
 

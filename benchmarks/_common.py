@@ -214,6 +214,11 @@ LEGACY_LIKELIHOOD = "lognormal"
 NOISE_MODELS = ("lognormal", "logstudentt")  # the noise models the benchmarks compare (the default and the one before)
 
 
+def suffix(likelihood: str) -> str:
+    """File and table name suffix of a likelihood's results (none for lognormal, the default before 2026-12-06)."""
+    return "" if likelihood == LEGACY_LIKELIHOOD else f"_{likelihood}"
+
+
 def fit_short(train: pd.DataFrame, law: str, inputs: list, draws: int, seed: int,
               likelihood: str = LEGACY_LIKELIHOOD):
     """The replay's refit after each acquisition: 2 chains x (draws + draws), as a user deciding quickly would

@@ -71,7 +71,7 @@ import pandas as pd
 from benchmarks._common import (BASELINES, HOFFMANN, LEGACY_LIKELIHOOD, NOISE_MODELS, OURS, RESULTS, Table,
                                 chinchilla_setup, command_line, compute_to_reach, fit_short, held, is_local,
                                 levels_table, load_json, machine_line, now, output_args, pool_tau, pooled_summary,
-                                publish, save_json, score_fit, shown, simulated_chinchilla, starts_setup)
+                                publish, save_json, score_fit, shown, simulated_chinchilla, starts_setup, suffix)
 
 LOCAL = tuple(f"{b}+local" for b in BASELINES)
 LIKELIHOOD = LEGACY_LIKELIHOOD  # every refit's noise model (--likelihood; the published tables: lognormal)
@@ -88,8 +88,7 @@ FILE = "active_learning.json"  # lognormal refits, as the published tables; anot
 
 def _file(likelihood: str, ext: str = "json") -> str:
     """The result file of a replay with ``likelihood`` refits (its tables' names carry the noise model too)."""
-    stem = FILE.removesuffix(".json")
-    return f"{stem}.{ext}" if likelihood == LEGACY_LIKELIHOOD else f"{stem}_{likelihood}.{ext}"
+    return f"{FILE.removesuffix('.json')}{suffix(likelihood)}.{ext}"
 
 
 def _pick(strategy: str, fit, pool: pd.DataFrame, avail: list, target_q: pd.DataFrame, inputs: list, rng, step: int,
@@ -481,8 +480,7 @@ def tables(out: Path = RESULTS) -> list[Table]:
 
 
 def _tables(out: Path, likelihood: str) -> list[Table]:
-    file = _file(likelihood)
-    suffix = "" if likelihood == LEGACY_LIKELIHOOD else f"_{likelihood}"
+    file, tag = _file(likelihood), suffix(likelihood)
     res = load_json(out / file)
     if res is None:
         return []
@@ -500,7 +498,7 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
                      f"{run.get('seeds', res['seeds'])} seeds for random; {shown(out / file)}")
 
     def table(name, header, rows, suite):
-        return Table(name + suffix, *source(suite), header, rows, history)
+        return Table(name + tag, *source(suite), header, rows, history)
 
     out_tables = []
     if "chinchilla" in su:
@@ -537,7 +535,7 @@ def _tables(out: Path, likelihood: str) -> list[Table]:
             "strategy", "error after 12 runs", "mean compute after 12", "runs at the end", "error at the end",
             "error at the grid's final compute", "log density there",
             *(f"to reach {k} ({v['rmsle']:.4f})" for k, v in lv.items())], _pooled_rows(sm, su[key]["worlds"]), key))
-        out_tables.append(levels_table(f"replay_{key}_levels{suffix}", sm, "worlds" if key == "sim" else "start sets",
+        out_tables.append(levels_table(f"replay_{key}_levels{tag}", sm, "worlds" if key == "sim" else "start sets",
                                        *source(key), history))
     if "sim" in su:
         sm = su["sim"]["summary"]

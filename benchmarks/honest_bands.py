@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks._common import NOISE_MODELS, RESULTS, output_args, publish, save_json, thin_log
+from benchmarks._common import NOISE_MODELS, RESULTS, output_args, publish, save_json, suffix, thin_log
 
 DF = 4.0
 SUITES = ("revisiting", "colpret", "chinchilla", "gadre", "datablations", "multipower")
@@ -59,12 +59,7 @@ DISTANCE_BINS = (("inside", 0.0, 0.0), ("0-0.1", 0.0, 0.1), ("0.1-0.2", 0.1, 0.2
 
 
 def cache_dir(likelihood: str) -> Path:
-    return RESULTS / "cache" / ("honest" if likelihood == "lognormal" else f"honest_{likelihood}")
-
-
-def suffix(likelihood: str) -> str:
-    """File and table name suffix of a likelihood's results (none for lognormal, the default before 2026-12-06)."""
-    return "" if likelihood == "lognormal" else f"_{likelihood}"
+    return RESULTS / "cache" / f"honest{suffix(likelihood)}"
 
 
 def command(likelihood: str) -> str:
