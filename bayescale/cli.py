@@ -179,7 +179,12 @@ def _fit_kwargs(args, law) -> dict:
 
 def cmd_fit(args) -> int:
     law = bs.get_law(args.law)
+    if args.pool_errors and args.group is None:
+        raise BayescaleError("--pool-errors pools the own leave-future-out errors of the curves of one domain; name "
+                             "the column of curves with --group COLUMN")
     f = bs.fit(args.runs, law, group=args.group, **_fit_kwargs(args, law))
+    if args.pool_errors:
+        f = f.pool_errors()
     fits = f if isinstance(f, dict) else {None: f}
     report = {}
     for g, one in fits.items():
@@ -198,6 +203,10 @@ def cmd_fit(args) -> int:
                   f"divergences {d['divergences']} -> {'OK' if one.ok else 'NOT OK'}")
             for w in one.warnings:
                 print(f"  warning: {w}")
+            if args.pool_errors:
+                print(f"extrapolation error: {one.error.describe()}")
+        if args.pool_errors:
+            report[str(g)]["extrapolation_error"] = one.error.describe()
         if args.out:
             out = args.out if g is None else args.out.replace(".nc", f"_{g}.nc")
             one.save(out)
@@ -632,6 +641,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--law", required=True, help=_law_help())
     p.add_argument("--group", help="column naming curves: fit each one (vectorised)")
     p.add_argument("--out", help="netCDF file for the fit (with --group: one file per group)")
+    p.add_argument("--pool-errors", action="store_true", help="(with --group) the curves come from one domain: "
+                   "each curve's extrapolation error learns from every curve's leave-future-out errors, not only its "
+                   "own (refits each curve without its largest runs now; the saved fits keep the pooled error)")
     _add_fit_args(p)
     p.set_defaults(func=cmd_fit)
     p = sub.add_parser("predict", help="posterior predictive bands from a saved fit (or from runs with --method pfn)")

@@ -60,6 +60,8 @@ FAMILY_SD = 0.5  # sd of a family's offset of ln tau (ln units): how different f
 OMEGA_MIN = 0.05  # smallest sd of ln tau between curves: below the grid's resolution
 SPAN_REF, NOISE_REF = 1.0, 0.01  # covariate reference values: 1 decade of runs, 1% noise
 COVARIATES = ("span", "noise")  # what ln tau may depend on besides the family and the domain
+OFFSETS = np.linspace(-4.0, 4.0, 33)  # a domain's offset of ln tau in sds: the grid it is integrated over on
+LOG_W_OFFSETS = -0.5 * OFFSETS**2 - logsumexp(-0.5 * OFFSETS**2)  # their Normal(0, 1) weights, normalised
 
 
 def heldout_errors(y, log_mu, noise_sd, beyond) -> pd.DataFrame:
@@ -93,6 +95,11 @@ def _rank_one(const, rr, ua, ub, t2, xp=np):
     ``rr`` = sum r^2/s^2, ``ua`` = sum u^2/s^2, ``ub`` = sum u r/s^2) at ``t2`` = tau^2 (matrix determinant lemma and
     Sherman-Morrison); arguments broadcast; ``xp``: the array module (NumPy, or JAX when learning)."""
     return -0.5 * (const + xp.log1p(t2 * ua) + rr - t2 * ub**2 / (1 + t2 * ua))
+
+
+def _usable(errors: pd.DataFrame) -> pd.DataFrame:
+    """The held-out errors that inform ``tau``: finite, and beyond the runs they were predicted from."""
+    return errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
 
 
 def _loglik_grid(r, s, u, grid=GRID) -> np.ndarray:
@@ -246,7 +253,7 @@ class ErrorModel:
         logp = _log_prior_grid(m, sd)
         n = 0
         if errors is not None and len(errors):
-            use = errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
+            use = _usable(errors)
             n = len(use)
             if n:
                 logp = logp + _own_loglik(use, self.gamma, self.kappa)
@@ -254,6 +261,51 @@ class ErrorModel:
         how = "corpus prior" + (f" updated with {n} of its own run{'s' * (n != 1)} predicted beyond the others "
                                 f"({method})" if n else " only (no run of its own could be held out)")
         return ExtrapolationError(tuple(GRID), tuple(p), self.gamma, how)
+
+    def posterior_many(self, curves: list[dict], method: str = "") -> list[ExtrapolationError]:
+        """The extrapolation errors of fits of curves from one domain (a fleet: one suite of related runs), each
+        prior updated with every curve's own held-out errors through the domain offset they share.
+
+        ``ln tau_c = m_c + s_c q + omega e_c``, ``q, e_c ~ Normal(0, 1)``: ``m_c`` and the sd of ``ln tau_c``,
+        ``sqrt(omega^2 + s_c^2)``, are :meth:`prior`'s, and ``q`` (the domain's offset, with a family's the corpus
+        lacks) is one for the fleet, integrated over on a grid. A curve's own errors then tell about the others'
+        ``tau`` as far as curves of one domain are alike (``omega`` against ``omega_domain``); with one curve the
+        result is :meth:`posterior`'s, up to the grid of ``q``.
+
+        Parameters
+        ----------
+        curves : list of dict
+            Per curve: ``family``, ``span``, ``noise`` and ``errors`` (as for :meth:`posterior`; None when none).
+        method : str
+            How the errors were made (recorded in the results).
+
+        Returns
+        -------
+        list of ExtrapolationError
+            One per curve, in order.
+        """
+        own, prior = [], []  # per curve: log likelihood of its own errors on GRID; log prior on GRID per q (Q, G)
+        for c in curves:
+            m, sd = self.prior(c["family"], c["span"], c["noise"])
+            shared = np.sqrt(max(sd**2 - self.omega**2, 0.0))
+            prior.append(np.stack([_log_prior_grid(m + shared * v, self.omega) for v in OFFSETS]))
+            errors = c.get("errors")
+            use = _usable(errors) if errors is not None and len(errors) else errors
+            n = 0 if use is None else len(use)
+            own.append((_own_loglik(use, self.gamma, self.kappa) if n else np.zeros(len(GRID)), n))
+        joint = [ll[None, :] + lp for (ll, _), lp in zip(own, prior)]  # (Q, G) per curve
+        marginal = [logsumexp(j, axis=1) for j in joint]  # (Q,) per curve: its own errors given q
+        log_w = LOG_W_OFFSETS + np.sum(marginal, axis=0)
+        w = np.exp(log_w - logsumexp(log_w))
+        n_all, out = sum(n for _, n in own), []
+        for (_, n), j, mg in zip(own, joint, marginal):
+            p = np.sum(w[:, None] * np.exp(j - mg[:, None]), axis=0)
+            m, k = n_all - n, len(curves) - 1
+            how = (f"corpus prior updated with {n} of its own run{'s' * (n != 1)} and {m} run{'s' * (m != 1)} of "
+                   f"the {k} other curve{'s' * (k != 1)} of its domain, each predicted beyond the runs before it "
+                   f"({method})")
+            out.append(ExtrapolationError(tuple(GRID), tuple(p / p.sum()), self.gamma, how))
+        return out
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -300,7 +352,7 @@ def learn(errors: pd.DataFrame, domain: str | None = "suite", source: str = "",
     missing = sorted(need - set(errors.columns))
     if missing:
         raise SettingError(f"the error corpus lacks columns {missing}; it needs {sorted(need)}")
-    d = errors[np.isfinite(errors["r"]) & np.isfinite(errors["s"]) & (errors["beyond"] > 0)]
+    d = _usable(errors)
     d = d.assign(_domain="all" if domain is None else d[domain].astype(str))
     if d["curve"].nunique() < 3:
         raise SettingError(f"learning the error model needs held-out errors of at least 3 curves, got "
@@ -382,8 +434,6 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
     to_curve = np.zeros((len(curves), len(bends)))
     to_curve[[b[0] for b in bends], np.arange(len(bends))] = 1.0
     t2 = np.exp(2 * GRID)[None, :]
-    q = np.linspace(-4, 4, 33)  # standardised domain offsets
-    log_wq = -0.5 * q**2 - logsumexp(-0.5 * q**2)
 
     one = len(doms) == 1  # one domain: a new curve is taken to come from it, so no spread between domains
 
@@ -397,11 +447,11 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
         u = jnp.exp(gam * lb_) * jnp.where(is_own_, kappa, 1.0)[:, None]  # (bends, width): _loglik_grid, vectorised
         ua, ub = jnp.sum(u**2 * inv_s2, axis=1)[:, None], jnp.sum(u * r_ * inv_s2, axis=1)[:, None]
         ll = to_curve @ _rank_one(const[:, None], rr[:, None], ua, ub, t2, xp=jnp)  # (C, G)
-        mean = m[:, None, None] + om_d * q[None, :, None]  # (C, Q, 1)
+        mean = m[:, None, None] + om_d * OFFSETS[None, :, None]  # (C, Q, 1)
         lp = -0.5 * ((GRID[None, None, :] - mean) / om) ** 2
         lp = lp - jlse(lp, axis=2, keepdims=True)
         per = jlse(ll[:, None, :] + lp, axis=2) * w[:, None]  # (C, Q): each curve given the domain offset
-        total = jnp.sum(jlse(log_wq[None, :] + dom_of @ per, axis=1))
+        total = jnp.sum(jlse(LOG_W_OFFSETS[None, :] + dom_of @ per, axis=1))
         # shrinkage of the family offsets and weak priors keep the slopes and the domain spread from chasing few
         # domains: Normal(0, 1) slopes; a Rayleigh(1) domain sd, zero at 0, since with a handful of domains the
         # maximum likelihood of a spread between them often sits at 0, which would make a new domain's tau certain

@@ -763,6 +763,32 @@ class FitMany(dict):
     def ok(self) -> bool:
         return all(f.ok for f in self.values())
 
+    def pool_errors(self) -> "FitMany":
+        """These fits with extrapolation errors that pool their curves' own leave-future-out errors, the curves
+        taken as one domain (a suite of related runs: one corpus's tasks, one sweep): each curve's error is the
+        corpus prior updated with its own errors and, through the offset of ``tau`` curves of one domain share,
+        with the others' (:meth:`bayescale.error_model.ErrorModel.posterior_many`). Fits predicting with the raw
+        posterior or a fixed ``tau`` stay as they are.
+
+        Returns
+        -------
+        FitMany
+            The same posteriors; ``fit.error.method`` says how many runs of its own and of the other curves
+            informed each.
+        """
+        fleets: dict = {}  # fits sharing an error model pool together
+        for g, f in self.items():
+            if f.error_model is not None and (f._error is None or f._error.point is None):
+                model = f._error_model_used()
+                fleets.setdefault(json.dumps(model.to_dict(), sort_keys=True), (model, []))[1].append(g)
+        out = dict(self)
+        for model, groups in fleets.values():
+            curves = [dict(family=self[g].law.name, span=fitted_span(self.law, self[g].scales),
+                           noise=self[g].noise_level, errors=self[g].own_errors()[0]) for g in groups]
+            for g, err in zip(groups, model.posterior_many(curves, "leave-future-out refits of each curve")):
+                out[g] = self[g].with_error(err)
+        return FitMany(out, self.law, self.refitted)
+
     def calibrate(self, holdout: float = 0.25, toward: str = "max", pooled: bool = True, seed: int | None = None,
                   **refit_kw) -> "FitMany":
         """These fits with their extrapolation error calibrated (see :meth:`Fit.calibrate`).

@@ -18,7 +18,9 @@ Carlo noise: ``benchmarks/own_errors.py``).
 Stage ``score`` (fast): for each suite left out (each of revisiting's four domains counts as a suite: nine in all),
 :func:`bayescale.error_model.learn` on the other suites'
 held-out errors, then every method's bands on the left-out suite: ``default`` (the learned prior updated with the
-curve's own leave-future-out errors, what :func:`bayescale.fit` does), ``prior only`` (no update), ``raw`` (no
+curve's own leave-future-out errors, what :func:`bayescale.fit` does), ``default, pooled per domain`` (the
+prior updated with the own errors of every curve of the curve's domain in the left-out suite, through the offset
+they share: :meth:`bayescale.FitMany.pool_errors`), ``prior only`` (no update), ``raw`` (no
 extrapolation error), ``per-domain tau`` (today's :func:`bayescale.calibrate` estimator on the same held-out errors
 of the fit runs, pooled per domain), ``boot`` (least-squares bootstrap of the same law), and the peer a user would
 pick instead, ``simple-scaling-laws`` (its default law and ``new-run`` bands, :mod:`benchmarks._peer`; the ``bench``
@@ -55,6 +57,7 @@ MAX_CTX, MAX_TGT = 40, 20  # long curves thinned (log-spaced) to this many fit /
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 # distance beyond the fitted runs (decades) of the by-distance table: fixed edges, the same for every suite
 PEER = "simple-scaling-laws"  # the peer's method name (benchmarks/_peer.py)
+FLEET = "default, pooled per domain"  # FitMany.pool_errors over the left-out suite's curves of one domain
 DISTANCE_BINS = (("inside", 0.0, 0.0), ("0-0.1", 0.0, 0.1), ("0.1-0.2", 0.1, 0.2), ("> 0.2", 0.2, np.inf))
 
 
@@ -333,7 +336,13 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
     for dom in sorted({c["domain"] for c in test}):   # today's calibrate() estimator, pooled per domain
         own = pd.concat([c["own"] for c in test if c["domain"] == dom], ignore_index=True)
         pooled[dom] = estimate_tau(own["r"], own["s"], own["beyond"]) if len(own) else 0.0
-    rows: dict = {m: [] for m in ("default", "prior only", "raw", "calibrate() estimator", "boot", PEER)}
+    fleet = {}  # FitMany.pool_errors: each domain's curves pool their own errors
+    for dom in sorted({c["domain"] for c in test}):
+        cs = [k for k, c in enumerate(test) if c["domain"] == dom]
+        errs = model.posterior_many([dict(family=test[k]["family"], span=test[k]["span"], noise=test[k]["noise"],
+                                          errors=test[k]["own"]) for k in cs], "refits")
+        fleet.update(zip(cs, errs))
+    rows: dict = {m: [] for m in ("default", FLEET, "prior only", "raw", "calibrate() estimator", "boot", PEER)}
     for k, c in enumerate(test):
         rng = np.random.default_rng(seed + k)
         lm, sig, b = c["log_mu"], c["sigma"], c["beyond"]
@@ -349,6 +358,10 @@ def score_suite(left_out: str, curves: list[dict], seed: int) -> tuple[dict, obj
             rows["boot"].append(_scores(c["y"], c["boot_log_mu"], c["boot_sigma"], rng))
         if c.get("peer_draws") is not None and len(c["peer_draws"]):
             rows[PEER].append(_draw_scores(c["y"], c["peer_draws"]))
+        # the same bends z as the default's, its own stream for the noise (the other rows' draws stay as they were)
+        tau = fleet[k].draws(len(sig), seed + k)[:, None]
+        rows[FLEET].append(_scores(c["y"], lm + tau * b[None, :] ** fleet[k].gamma * z, sig,
+                                   np.random.default_rng([seed, k, 1]), c["df"], b))
         for m in rows:   # which curve each row scores, so methods can be compared on the curves they share
             if rows[m] and "curve" not in rows[m][-1]:
                 rows[m][-1]["curve"] = k
@@ -392,6 +405,8 @@ def stage_score(seed: int, out: Path, likelihood: str) -> dict:
     res["pooled"] = {}
     for m in pooled_rows:
         per = [res["suites"][s][m] for s in res["suites"] if res["suites"][s].get(m)]
+        if not per:  # e.g. the bootstrap, which only the lognormal cache runs
+            continue
         res["pooled"][m] = {"suites": len(per),
                             "coverage": {str(lv): float(np.mean([p["coverage"][str(lv)] for p in per]))
                                          for lv in LEVELS},
@@ -460,7 +475,7 @@ def _table(out: Path, likelihood: str):
              "goal: default's MSCE below the peer's"], prow))
     drows = []
     for suite, per in res["suites"].items():
-        for m in ("default", "raw"):
+        for m in ("default", FLEET, "raw"):
             counts = per.get(m, {}).get("by_distance")
             if counts:
                 drows.append([suite, m, *(f"{c50 / n:.2f} / {c90 / n:.2f} ({n})" if n else ""

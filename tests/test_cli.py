@@ -288,3 +288,26 @@ def test_compute_optimal_from_a_saved_fit_and_from_isoflop_runs(fit_files, tmp_p
     # a law not in N and D is refused before any fitting
     assert main(["compute-optimal", str(path), "--law", "M2", "--x", "params", "--y", "loss", "--budget", "1e23"]) == 2
     assert "needs a law in model size N and tokens D" in capsys.readouterr().err
+
+
+def test_fit_pools_a_fleets_errors_and_saves_them(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    import bayescale as bs
+
+    rng = np.random.default_rng(6)
+    x = np.geomspace(1e6, 1e9, 12)
+    bend = 0.25 * np.maximum(0.0, np.log10(x / 1e8))
+    runs = pd.concat([pd.DataFrame({"x": x, "y": (0.3 + 20.0 * x**-0.3) * np.exp(k * bend + rng.normal(0, 0.005, 12)),
+                                    "curve": f"c{i}"}) for i, k in enumerate([1.0, 1.0, 0.0])], ignore_index=True)
+    path = tmp_path / "fleet.csv"
+    runs.to_csv(path, index=False)
+    assert main(["fit", str(path), "--law", "M2", "--x", "x", "--y", "y", "--group", "curve", "--pool-errors",
+                 "--out", str(tmp_path / "fit.nc"), "--json", *FAST]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert all("runs of the 2 other curves of its domain" in r["extrapolation_error"] for r in report.values())
+    saved = bs.load_fit(tmp_path / "fit_c2.nc")
+    assert "other curves of its domain" in saved.error.method
+    assert main(["fit", str(path), "--law", "M2", "--x", "x", "--y", "y", "--pool-errors", *FAST]) == 2
+    assert "--group" in capsys.readouterr().err

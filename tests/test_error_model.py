@@ -80,6 +80,62 @@ def test_a_curve_that_bends_more_than_the_corpus_expects_widens_its_own_error():
     assert "8 of its own runs" in bent.method and "prior only" in prior.method
 
 
+def _mixture_logpdf(r, b, s, err: ExtrapolationError) -> np.ndarray:
+    """Log density of each target error ``r`` (at ``b`` decades, predictive sd ``s``) under ``err``: a mixture over
+    its tau grid of Normal(0, s^2 + tau^2 b^(2 gamma))."""
+    tau, p = np.exp(np.asarray(err.log_tau)), np.asarray(err.prob)
+    var = s**2 + (tau[:, None] * b[None, :] ** err.gamma) ** 2
+    dens = np.exp(-0.5 * r[None, :] ** 2 / var) / np.sqrt(2 * np.pi * var)
+    return np.log(p @ dens)
+
+
+def test_a_fleet_of_one_domain_shares_its_curves_own_errors_and_its_bands_cover():
+    """Curves of one domain bend alike (here the domain offset's sd, 0.8, far exceeds the spread between its
+    curves, 0.2): pooling their own leave-future-out errors (posterior_many) keeps the 50% and 90% intervals of the
+    errors beyond the runs calibrated over simulated domains and predicts them better than each curve alone."""
+    model = ErrorModel(a=np.log(0.08), omega=0.2, gamma=0.7, omega_domain=0.8, kappa=0.5, family={"M2": 0.0})
+    rng = np.random.default_rng(5)
+    b_own, b_tgt, s = np.array([0.05, 0.1, 0.2]), np.linspace(0.1, 1.0, 5), 0.005
+    inside = {"fleet": {0.5: [], 0.9: []}, "alone": {0.5: [], 0.9: []}}
+    score = {"fleet": [], "alone": []}
+    for _ in range(120):
+        a_dom = model.omega_domain * rng.standard_normal()
+        curves, targets = [], []
+        for _ in range(6):
+            tau = np.exp(model.a + a_dom + model.omega * rng.standard_normal())
+            own = model.kappa * tau * b_own**model.gamma * rng.standard_normal() + s * rng.standard_normal(3)
+            targets.append(tau * b_tgt**model.gamma * rng.standard_normal() + s * rng.standard_normal(5))
+            curves.append(dict(family="M2", span=1.0, noise=0.01,
+                               errors=pd.DataFrame({"r": own, "s": s, "beyond": b_own})))
+        fleet = model.posterior_many(curves, "test")
+        alone = [model.posterior("M2", 1.0, 0.01, c["errors"], "test") for c in curves]
+        for name, errs in (("fleet", fleet), ("alone", alone)):
+            for err, r in zip(errs, targets):
+                tau = err.draws(4000, seed=1)
+                pred = tau[:, None] * b_tgt**err.gamma * rng.standard_normal(4000)[:, None]
+                pred = pred + s * rng.standard_normal(pred.shape)
+                for level in (0.5, 0.9):
+                    lo, hi = np.quantile(pred, [(1 - level) / 2, (1 + level) / 2], axis=0)
+                    inside[name][level].extend((r >= lo) & (r <= hi))
+                score[name].append(_mixture_logpdf(r, b_tgt, s, err).mean())
+    for name in ("fleet", "alone"):
+        assert abs(np.mean(inside[name][0.5]) - 0.5) < 0.05, name
+        assert abs(np.mean(inside[name][0.9]) - 0.9) < 0.04, name
+    assert np.mean(score["fleet"]) > np.mean(score["alone"]) + 0.05
+    assert "and 15 runs of the 5 other curves of its domain" in fleet[0].method
+
+
+def test_a_fleet_of_one_curve_is_that_curves_posterior():
+    model = ErrorModel(a=np.log(0.05), omega=0.3, gamma=1.0, omega_domain=0.5, kappa=1.0)
+    b = np.linspace(0.1, 0.4, 8)
+    own = pd.DataFrame({"r": 0.2 * b, "s": 0.002, "beyond": b})
+    for errors, family in ((own, "M2"), (None, "M2"), (own, "a law the corpus lacks")):
+        (one,) = model.posterior_many([dict(family=family, span=1.0, noise=0.01, errors=errors)])
+        alone = model.posterior(family, 1.0, 0.01, errors)
+        q = [0.05, 0.25, 0.5, 0.75, 0.95]
+        assert one.quantile(q) == pytest.approx(alone.quantile(q), rel=0.03)
+
+
 def test_fixed_errors_round_trip_and_bad_values_are_refused():
     e = ExtrapolationError.fixed(0.1)
     assert e.tau == 0.1 and np.all(e.draws(5, 0) == 0.1) and ExtrapolationError.from_dict(e.to_dict()) == e

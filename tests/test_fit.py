@@ -140,6 +140,27 @@ def test_fit_many_matches_groups_and_flags():
     assert isinstance(via_fit, bs.FitMany)
 
 
+def test_a_fleet_pools_its_curves_own_errors():
+    """Two curves of a fleet bend away from the law at their largest runs, a third does not: alone, the third's
+    extrapolation error trusts its own smooth runs; pooled with its domain (FitMany.pool_errors) it widens, as its
+    siblings' bends say curves of this domain bend. A raw fit stays raw."""
+    rng = np.random.default_rng(6)
+    x = np.geomspace(1e6, 1e9, 12)
+    bend = 0.25 * np.maximum(0.0, np.log10(x / 1e8))
+    frames = [pd.DataFrame({"x": x, "y": (0.3 + 20.0 * x**-0.3) * np.exp(k * bend + rng.normal(0, 0.005, x.size)),
+                            "curve": f"c{i}"}) for i, k in enumerate([1.0, 1.0, 0.0])]
+    fits = bs.fit_many(pd.concat(frames, ignore_index=True), "M2", group="curve", x="x", y="y", seed=0, **FAST)
+    pooled = fits.pool_errors()
+    assert isinstance(pooled, bs.FitMany) and list(pooled) == list(fits)
+    assert pooled["c2"].error.tau > 1.5 * fits["c2"].error.tau
+    assert "runs of the 2 other curves of its domain" in pooled["c2"].error.method
+    width = [float((b["run_upper"] - b["run_lower"]).squeeze()) for b in
+             (f.predict({"x": [1e10]}, levels=(0.9,)) for f in (pooled["c2"], fits["c2"]))]
+    assert width[0] > width[1]
+    raw = bs.FitMany({"c2": fits["c2"].with_error("raw")}, fits.law, []).pool_errors()
+    assert raw["c2"].error.is_zero
+
+
 def test_measurement_error_widens_nothing_it_should_not(chinchilla_runs):
     d = chinchilla_runs.assign(se=0.05)
     f = bs.fit(d, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", se="se", seed=0, **FAST)
