@@ -34,6 +34,8 @@ it and one bend of scale ``kappa tau b^gamma``;
 the corpus learns ``kappa``, how the errors just beyond the runs relate to those further out), so that with few
 runs the corpus decides and with many blocks the curve's own runs weigh more; it returns an
 :class:`ExtrapolationError` (a distribution of ``tau`` on a grid) that fits carry and draws come from.
+:meth:`ErrorModel.posterior_many` does the same for a fleet of curves of one domain, which share ``a_domain``, so
+that each curve's error reads the others' own errors too (:meth:`bayescale.FitMany.pool_errors`).
 """
 
 from __future__ import annotations

@@ -841,7 +841,8 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     Parameters
     ----------
     runs, law, group, y, x, inputs, se, lower, upper, likelihood, df, chains, warmup, samples, seed, progress, error
-        As for :func:`fit`; ``group`` names the column whose values are the curves.
+        As for :func:`fit`; ``group`` names the column whose values are the curves. Each curve's extrapolation error
+        reads its own runs; for curves of one domain, :meth:`FitMany.pool_errors` lets it read the others' too.
     refit_flagged : bool
         Refit a curve whose diagnostics fail alone with twice the warm-up; the better of the two fits is kept.
     batch_size : int, optional
