@@ -26,7 +26,7 @@ of the fit runs, pooled per domain), ``boot`` (least-squares bootstrap of the sa
 pick instead, ``simple-scaling-laws`` (its default law and ``new-run`` bands, :mod:`benchmarks._peer`; the ``bench``
 extra installs it; skipped with a note when absent). No suite's targets ever set a setting used to score that suite.
 
-    python -m benchmarks.honest_bands --stage fits          # ~75 min on 2 cores with own-error refits; resumable
+    python -m benchmarks.honest_bands --stage fits          # 75-90 min on 2 cores with refits, peer; resumable
     python -m benchmarks.honest_bands --stage score         # the tables, from the cache
     python -m benchmarks.honest_bands --stage ship          # the package's error model, learned on all six suites
     python -m benchmarks.honest_bands --stage self-check    # the scores and the peer's adapter on known cases
