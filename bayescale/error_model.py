@@ -302,9 +302,10 @@ class ErrorModel:
         n_all, out = sum(n for _, n in own), []
         for (_, n), j, mg in zip(own, joint, marginal):
             p = np.sum(w[:, None] * np.exp(j - mg[:, None]), axis=0)
-            m, k = n_all - n, len(curves) - 1
-            how = (f"corpus prior updated with {n} of its own run{'s' * (n != 1)} and {m} run{'s' * (m != 1)} of "
-                   f"the {k} other curve{'s' * (k != 1)} of its domain, each predicted beyond the runs before it "
+            theirs, k = n_all - n, len(curves) - 1  # the other curves' runs, and how many curves
+            how = (f"corpus prior updated with {n} of its own run{'s' * (n != 1)} and {theirs} "
+                   f"run{'s' * (theirs != 1)} of the {k} other curve{'s' * (k != 1)} of its domain, each predicted "
+                   f"beyond the runs before it "
                    f"({method})")
             out.append(ExtrapolationError(tuple(GRID), tuple(p / p.sum()), self.gamma, how))
         return out
