@@ -261,7 +261,8 @@ class ErrorModel:
                 logp = logp + _own_loglik(use, self.gamma, self.kappa)
         p = np.exp(logp - logsumexp(logp))
         how = "corpus prior" + (f" updated with {n} of its own run{'s' * (n != 1)} predicted beyond the others "
-                                f"({method})" if n else " only (no run of its own could be held out)")
+                                f"({method})" if n else " only" + (" (no run of its own could be held out)"
+                                                                   if errors is not None else ""))
         return ExtrapolationError(tuple(GRID), tuple(p), self.gamma, how)
 
     def posterior_many(self, curves: list[dict], method: str = "") -> list[ExtrapolationError]:

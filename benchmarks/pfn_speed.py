@@ -2,7 +2,8 @@
 
 The 72 revisiting curves of ``benchmarks/pfn.py``'s speed check (their training runs as context, their held-out
 runs as queries: 14,981 points), through :func:`bayescale.pfn.predictive_many` and three quantiles per query, for
-each number of context views and with and without the real-data extrapolation error. Median of ``--repeats``
+each number of context views and with and without the real-data extrapolation error, and the default's pass over
+each curve's own runs alone (:func:`bayescale.pfn.own_errors_many`). Median of ``--repeats``
 timed calls after one untimed call (compilation). ``--label`` names the code measured, so the same script run on an
 older checkout (``PYTHONPATH=<checkout>``) adds its rows beside the current ones.
 
@@ -58,6 +59,20 @@ def measure(repeats: int) -> list[dict]:
         rows.append({"views": views, "error": error, "predictive_ms": 1000 * net / N_CURVES,
                      "quantiles_ms": 1000 * quant / N_CURVES, "total_ms": 1000 * (net + quant) / N_CURVES})
         print(rows[-1], flush=True)
+    try:  # the default's step that reads each curve's own runs (one more pass), alone
+        from bayescale.pfn import own_errors_many
+    except ImportError:  # code from before it
+        return rows + [{"bayescale": bayescale.__file__}]
+    contexts = [(x, y) for x, y, _ in curves]
+    own_errors_many(contexts)
+    t = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        own_errors_many(contexts)
+        t.append(time.perf_counter() - t0)
+    ms = 1000 * float(np.median(t)) / N_CURVES
+    rows.append({"views": 1, "error": "its own-errors pass alone", "predictive_ms": ms, "quantiles_ms": 0.0,
+                 "total_ms": ms})
     return rows + [{"bayescale": bayescale.__file__}]
 
 

@@ -57,23 +57,21 @@ def curves(suite: str) -> list[dict]:
 
 
 def selection_task(fit: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """The fit split cut at its ``CUT`` quantile of ln x: (context, targets), or None if either is too small."""
-    from bayescale.pfn.prior import MIN_CONTEXT
+    """The fit split cut at its ``CUT`` quantile of ln x (:func:`bayescale.pfn.error.split_context`, targets
+    thinned to ``MAX_TGT``): (context, targets), or None if either is too small."""
+    from bayescale.pfn.error import split_context
 
-    lx = np.log(fit["x"].to_numpy(float))
-    ctx, tgt = fit[lx <= np.quantile(lx, CUT)], fit[lx > np.quantile(lx, CUT)]
-    if ctx["x"].nunique() < MIN_CONTEXT or len(tgt) == 0:
-        return None
-    return ctx, thin_log(tgt, "x", MAX_TGT)
+    cut = split_context(fit["x"].to_numpy(float), fit["y"].to_numpy(float), CUT, MAX_TGT)
+    return None if cut is None else (fit.iloc[cut[0]], fit.iloc[cut[1]].reset_index(drop=True))
 
 
-def score(pairs: list, views: int, error="raw") -> list[dict]:
+def score(pairs: list, views: int, error="raw", own_errors: bool = True) -> list[dict]:
     """Per curve: RMSLE, log density of ln y, coverage at each level, for ``(context, targets)`` pairs (the PFN with
-    ``views`` and ``error``)."""
+    ``views``, ``error`` and ``own_errors``)."""
     from bayescale.pfn import predictive_many
 
     preds = predictive_many([(c["x"].to_numpy(float), c["y"].to_numpy(float), t["x"].to_numpy(float))
-                             for c, t in pairs], views=views, error=error)
+                             for c, t in pairs], views=views, error=error, own_errors=own_errors)
     out = []
     for p, (_, t) in zip(preds, pairs):
         y = t["y"].to_numpy(float)

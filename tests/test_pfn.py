@@ -769,10 +769,11 @@ def test_cli_pfn_train_prior_options(monkeypatch):
 
 
 def test_bundled_error_model_covers_curves_that_bend_as_it_says():
-    """Simulated check of the default PFN bands: prior curves whose held-out runs bend beyond the context by
-    ``tau b^gamma z``, each tau drawn from the shipped error model's prior for that curve, are covered at nominal
-    rates by the default predictive (which mixes over that same prior), and not by the raw one."""
-    from bayescale.pfn.error import curve_error, default_error_model
+    """Simulated check of the default PFN bands: prior curves that bend as the shipped error model says (one tau per
+    curve from its prior; the context's runs above its own cut bent by ``kappa tau b^gamma z_own``, the held-out
+    runs beyond the context by ``tau b^gamma z``) are covered at nominal rates by the default predictive (its tau
+    updated with those own runs), and not by the raw one."""
+    from bayescale.pfn.error import OWN_CUT, curve_error, default_error_model
 
     if not bs.pfn.available() or default_error_model() is None:
         pytest.skip("no bundled PFN weights or error model in this checkout")
@@ -783,11 +784,15 @@ def test_bundled_error_model_covers_curves_that_bend_as_it_says():
     for i, (c, t) in enumerate(zip(d["ctx"], d["target"])):
         if not t.any():
             continue
-        xc, yc, xq = np.exp(d["t"][i][c]), d["y"][i][c], np.exp(d["t"][i][t])
-        err = curve_error(model, xc, yc)
-        tau = err.quantile(rng.uniform())
+        xc, yc, xq = np.exp(d["t"][i][c]), d["y"][i][c].copy(), np.exp(d["t"][i][t])
+        tau = curve_error(model, xc, yc).quantile(rng.uniform())
+        lx = np.log(xc)
+        later = lx > np.quantile(lx, OWN_CUT)
+        if later.any() and (~later).any():
+            b_own = np.log10(xc[later] / xc[~later].max())
+            yc[later] *= np.exp(model.kappa * tau * b_own**model.gamma * rng.standard_normal())
         b = np.maximum(np.log10(xq / xc.max()), 0.0)
-        items.append((xc, yc, xq, d["y"][i][t] * np.exp(tau * b ** err.gamma * rng.standard_normal())))
+        items.append((xc, yc, xq, d["y"][i][t] * np.exp(tau * b**model.gamma * rng.standard_normal())))
     cov = {}
     for error in ("default", "raw"):
         inside = []
@@ -798,6 +803,31 @@ def test_bundled_error_model_covers_curves_that_bend_as_it_says():
     assert abs(cov["default"][0] - 0.5) <= 0.05 and abs(cov["default"][1] - 0.9) <= 0.04
     # the bend is not noise the raw network expects: its bands are too narrow
     assert cov["raw"][1] < 0.88 and abs(cov["raw"][1] - 0.9) > abs(cov["default"][1] - 0.9)
+
+
+def test_split_context_and_own_errors():
+    """A context is cut at its OWN_CUT quantile of ln x (at least MIN_CONTEXT distinct x below, later runs thinned);
+    a curve whose later runs turn away from its earlier trend gets a larger tau and wider bands than the same curve
+    without the turn, and the predictive says which runs informed its error."""
+    from bayescale.pfn import own_errors_many
+    from bayescale.pfn.error import OWN_CUT, split_context
+
+    x = np.geomspace(1e6, 1e9, 40)
+    early, later = split_context(x, 2 + (x / 1e6) ** -0.3, max_later=5)
+    assert np.all(x[early] <= np.quantile(x, OWN_CUT)) and np.all(x[later] > np.quantile(x, OWN_CUT))
+    assert len(later) == 5 and x[later].max() == x.max() and len(early) == 28
+    assert [len(v) for v in split_context(x[:4], x[:4])] == [3, 1]
+    assert split_context(x[:3], x[:3]) is None  # 2 below the cut: too few to predict from
+    smooth = 2 + (x / 1e6) ** -0.3
+    turned = smooth * np.where(x > 1e8, (x / 1e8) ** 0.05, 1.0)  # bends upwards in its last decade
+    own = own_errors_many([(x, smooth), (x, turned), (x[:3], smooth[:3])])
+    assert len(own[2]) == 0 and np.abs(own[1]["r"]).mean() > 3 * np.abs(own[0]["r"]).mean()
+    xq = np.array([1e10, 1e11])
+    p_s, p_t = predictive_many([(x, smooth, xq), (x, turned, xq)])
+    p_prior = predictive_many([(x, turned, xq)], own_errors=False)[0]
+    width = lambda p: np.diff(np.log(p.quantile(np.array([0.05, 0.95]))), axis=0)[0]  # noqa: E731
+    assert np.all(width(p_t) > width(p_s)) and np.all(width(p_t) > width(p_prior))
+    assert "of its own runs" in p_t.error_note and "prior only" in p_prior.error_note
 
 
 def test_error_spread_quadrature():

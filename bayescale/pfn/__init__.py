@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["BarDistribution", "PFNWeightsError", "Predictive", "Recalibration", "available", "load", "predict",
-           "predictive", "predictive_many", "sample_prior"]
+__all__ = ["BarDistribution", "PFNWeightsError", "Predictive", "Recalibration", "available", "load",
+           "own_errors_many", "predict", "predictive", "predictive_many", "sample_prior"]
 
 _WHERE = {"BarDistribution": "bar", "PFNWeightsError": "weights", "Predictive": "infer",
-          "Recalibration": "recalibration", "available": "infer", "load": "infer", "predict": "infer",
+          "Recalibration": "recalibration", "available": "infer", "load": "infer", "own_errors_many": "infer",
+          "predict": "infer",
           "predictive": "infer", "predictive_many": "infer", "sample_prior": "prior"}
 
 

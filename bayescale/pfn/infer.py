@@ -26,19 +26,21 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 from scipy.special import logsumexp
 
 from bayescale.bands import DEFAULT_LEVELS, check_levels, interval_probs, make_bands_from_quantiles
 from bayescale.error_model import ErrorModel
 from bayescale.errors import RunTableError, SettingError
 from bayescale.pfn.bar import BarDistribution
-from bayescale.pfn.error import curve_error, default_error_model, spread
+from bayescale.pfn.error import (OWN_VIEWS, curve_error, default_error_model, held_out_errors, split_context,
+                                 spread)
 from bayescale.pfn.network import PFNConfig
 from bayescale.pfn.prior import MIN_CONTEXT, RUN_TABLE, normalize
 from bayescale.pfn.weights import PFNWeights, PFNWeightsError, read_weights, weights_path
 from bayescale.runs import distance_beyond, outside, prepare_runs, query_points, read_runs, scales_for
 
-__all__ = ["Predictive", "available", "load", "predict", "predictive", "predictive_many"]
+__all__ = ["Predictive", "available", "load", "own_errors_many", "predict", "predictive", "predictive_many"]
 
 QUERY_CHUNK = 256  # queries per row at most (the context is repeated for each chunk of a curve's queries)
 CURVE_CHUNK = 64  # rows per compiled call
@@ -422,7 +424,7 @@ def _error_model(error):
 
 
 def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True,
-                    views: int = DEFAULT_VIEWS, error="default") -> list[Predictive]:
+                    views: int = DEFAULT_VIEWS, error="default", own_errors: bool = True) -> list[Predictive]:
     """One :class:`Predictive` per ``(x_ctx, y_ctx, x_query)`` in ``curves``, all in a few batched calls.
 
     A curve with more context points than the network was trained on (:func:`max_context`, 40 for ``small``) is
@@ -431,6 +433,9 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
     (test-time ensembling), so no run is thrown away. ``calibrated``: apply the weights' recalibration map (when
     their JSON has one); ``False``: the raw network's predictive. ``error``: the extrapolation error real curves
     show beyond the context (:mod:`bayescale.pfn.error`; ``"default"``: the shipped model, ``"raw"``: none).
+    ``own_errors``: update each curve's error with the network's errors on the later runs of its own context
+    predicted from the earlier ones (:func:`bayescale.pfn.error.split_context`; one more pass of the network);
+    ``False``: the corpus prior alone.
     """
     model = _error_model(error)
     L = load(weights)
@@ -473,11 +478,13 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
         stats[ci][vi] = (float(m[r, 0]), float(s[r, 0]))
     out_probs = [[_softmax(np.concatenate(p)) for p in cv] for cv in out_probs]  # float64, the queries' rows only
     recal = L.recal if calibrated else None
+    own = ([None] * len(curves) if model is None or not own_errors
+           else own_errors_many([(xc, yc) for xc, yc, _ in curves], seed=seed, weights=weights, calibrated=calibrated))
     out = []
     for i, ((xc, yc, xq), cv) in enumerate(zip(curves, curve_views)):
         loc, scale = np.array(stats[i]).T
         beyond = outside(np.log(xq), np.log(xc.min()), np.log(xc.max()), scale="log")
-        err = None if model is None else curve_error(model, xc, yc)
+        err = None if model is None else curve_error(model, xc, yc, own[i])
         out.append(Predictive(np.stack(out_probs[i]), L.borders, loc, scale,
                               x_query=xq, seed=seed, recalibration=recal, beyond=beyond,
                               spread=None if err is None else spread(err, beyond),
@@ -485,12 +492,42 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
     return out
 
 
+def own_errors_many(contexts, seed: int = 0, weights=None, calibrated: bool = True) -> list[pd.DataFrame]:
+    """Each context's own errors: the network (:data:`~bayescale.pfn.error.OWN_VIEWS` views, no extrapolation
+    error) predicts the later runs of :func:`~bayescale.pfn.error.split_context` from the earlier ones.
+
+    Parameters
+    ----------
+    contexts : list of (x, y)
+        Context runs per curve (arrays, x > 0, y > 0).
+    seed, weights, calibrated
+        As for :func:`predictive_many`.
+
+    Returns
+    -------
+    list of DataFrame
+        Per curve, :func:`~bayescale.pfn.error.held_out_errors` of its later runs (``r``, ``s``, ``beyond`` from
+        the earlier runs); no rows when its context is too short to cut.
+    """
+    cuts = []  # (curve, earlier x, earlier y, later x, later y)
+    for i, (xc, yc) in enumerate(contexts):
+        xc, yc = np.asarray(xc, float), np.asarray(yc, float)
+        if (ab := split_context(xc, yc)) is not None:
+            cuts.append((i, xc[ab[0]], yc[ab[0]], xc[ab[1]], yc[ab[1]]))
+    preds = predictive_many([(xa, ya, xb) for _, xa, ya, xb, _ in cuts], seed=seed, weights=weights,
+                            calibrated=calibrated, views=OWN_VIEWS, error="raw")
+    out = [pd.DataFrame({"r": [], "s": [], "beyond": []}) for _ in contexts]
+    for (i, *_, yb), p in zip(cuts, preds):
+        out[i] = held_out_errors(p, yb)
+    return out
+
+
 def predictive(x_ctx, y_ctx, x_query, seed: int = 0, weights=None, calibrated: bool = True,
-               views: int = DEFAULT_VIEWS, error="default") -> Predictive:
+               views: int = DEFAULT_VIEWS, error="default", own_errors: bool = True) -> Predictive:
     """Predictive distribution of observed y at ``x_query`` given context runs ``(x_ctx, y_ctx)`` (the arguments
     of :func:`predictive_many`)."""
     return predictive_many([(x_ctx, y_ctx, x_query)], seed=seed, weights=weights, calibrated=calibrated,
-                           views=views, error=error)[0]
+                           views=views, error=error, own_errors=own_errors)[0]
 
 
 # ------------------------------------------------------------------------------------------------------
