@@ -94,8 +94,9 @@ def run() -> dict:
     data = domains()
     t0 = time.perf_counter()
     errs = corpus(data)
-    print(f"corpus: {errs['curve'].nunique()} curves, {len(errs)} errors beyond their (earlier) context "
-          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    n = errs.groupby("kind").size()
+    print(f"corpus: {errs['curve'].nunique()} curves, {n['target']} errors beyond their context and {n['own']} own "
+          f"errors ({time.perf_counter() - t0:.0f} s)", flush=True)
     tgt = errs[errs["kind"] == "target"]
     res = {"corpus": {d: {"curves": int(g["curve"].nunique()), "errors": int((g["beyond"] > 0).sum())}
                       for d, g in tgt.groupby("domain")}, "domains": {}}

@@ -17,8 +17,10 @@ Modules, in dependency order (each imports only those above it):
 The shipped weights' training record: ``bayescale/pfn/weights/MODEL_CARD.md``.
 
 API: :func:`available`, :func:`predictive` (one curve -> a :class:`~bayescale.pfn.infer.Predictive` with
-``quantile``, ``logpdf``, ``cdf``, ``sample``, ``median``), :func:`predictive_many` (many curves, batched) and
-:func:`predict` (a run table -> :class:`bayescale.Bands`, as NUTS fits give). One input x only.
+``quantile``, ``logpdf``, ``cdf``, ``sample``, ``median``), :func:`predictive_many` (many curves, batched),
+:func:`predict` (a run table -> :class:`bayescale.Bands`, as NUTS fits give); :func:`own_errors_many` (the
+network's errors on each context's later runs predicted from its earlier ones, which its extrapolation error reads).
+One input x only.
 
 Submodules load on first use, so ``import bayescale`` does not pay for Equinox.
 """
@@ -32,8 +34,7 @@ __all__ = ["BarDistribution", "PFNWeightsError", "Predictive", "Recalibration", 
 
 _WHERE = {"BarDistribution": "bar", "PFNWeightsError": "weights", "Predictive": "infer",
           "Recalibration": "recalibration", "available": "infer", "load": "infer", "own_errors_many": "infer",
-          "predict": "infer",
-          "predictive": "infer", "predictive_many": "infer", "sample_prior": "prior"}
+          "predict": "infer", "predictive": "infer", "predictive_many": "infer", "sample_prior": "prior"}
 
 
 def __getattr__(name):
