@@ -260,9 +260,12 @@ class ErrorModel:
             if n:
                 logp = logp + _own_loglik(use, self.gamma, self.kappa)
         p = np.exp(logp - logsumexp(logp))
-        how = "corpus prior" + (f" updated with {n} of its own run{'s' * (n != 1)} predicted beyond the others "
-                                f"({method})" if n else " only" + (" (no run of its own could be held out)"
-                                                                   if errors is not None else ""))
+        if n:
+            how = f"corpus prior updated with {n} of its own run{'s' * (n != 1)} predicted beyond the others ({method})"
+        elif errors is not None:
+            how = "corpus prior only (no run of its own could be held out)"
+        else:
+            how = "corpus prior only"
         return ExtrapolationError(tuple(GRID), tuple(p), self.gamma, how)
 
     def posterior_many(self, curves: list[dict], method: str = "") -> list[ExtrapolationError]:
@@ -306,8 +309,7 @@ class ErrorModel:
             theirs, k = n_all - n, len(curves) - 1  # the other curves' runs, and how many curves
             how = (f"corpus prior updated with {n} of its own run{'s' * (n != 1)} and {theirs} "
                    f"run{'s' * (theirs != 1)} of the {k} other curve{'s' * (k != 1)} of its domain, each predicted "
-                   f"beyond the runs before it "
-                   f"({method})")
+                   f"beyond the runs before it ({method})")
             out.append(ExtrapolationError(tuple(GRID), tuple(p / p.sum()), self.gamma, how))
         return out
 
