@@ -14,7 +14,7 @@ import os
 import pickle
 import sys
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from arviz_base import from_dict
@@ -143,9 +143,8 @@ class Fit:
         them."""
         cache = self.__dict__.setdefault("_own_errors", {})
         if holdout not in cache:
-            st, n = self.settings, config.settings["lfo.refit_draws"]
-            kw = dict(warmup=min(st.num_warmup, n), samples=min(st.num_samples, n),
-                      chains=min(st.num_chains, config.settings["lfo.refit_chains"]))
+            st = _own_refit_settings(self.settings)
+            kw = dict(warmup=st.num_warmup, samples=st.num_samples, chains=st.num_chains)
             cache[holdout] = calibration.own_errors(
                 self.law, self.runs, lambda runs, seed: self.refit(runs, seed=seed, **kw), holdout,
                 seed=self.seed + 7919)
@@ -323,19 +322,25 @@ class Fit:
         return self.with_error(ExtrapolationError.fixed(check_tau(tau)))
 
     def refit(self, runs: pd.DataFrame, seed: int | None = None, law=None, **over) -> "Fit":
-        """This fit's law (or ``law``), noise model and sampler settings (updated with ``over``) fitted to other
-        ``runs`` (law input columns, ``y``, optional ``se``); the result keeps this fit's column names and group."""
+        """This fit's law (or ``law``), noise model and sampler settings (updated with ``over``: :func:`fit`'s
+        ``chains``, ``warmup``, ``samples``, ``progress`` and NUTS keywords) fitted to other ``runs`` (law input
+        columns, ``y``, optional ``se``); the result keeps this fit's column names and group. Its data are padded
+        to at least this fit's length, so that refits to fewer runs share one compiled program with the fit's
+        own leave-future-out refits."""
         st = self.settings
         kw = dict(chains=st.num_chains, warmup=st.num_warmup, samples=st.num_samples, target_accept=st.target_accept,
                   max_tree_depth=st.max_tree_depth, dense_mass=st.dense_mass, n_starts=st.n_starts,
-                  opt_steps=st.opt_steps, progress=False)
+                  opt_steps=st.opt_steps, laplace_mass=st.laplace_mass, progress=False)
         kw.update(over)
         law = self.law if law is None else get_law(law)
         if law is not self.law:
             kw["target_accept"] = law.target_accept if "target_accept" not in over else over["target_accept"]
-        new = fit(runs, law, y="y", inputs={n: n for n in law.input_names},
-                  se="se" if "se" in runs else None, likelihood=self.likelihood, df=self.df,
-                  seed=self.seed if seed is None else seed, **kw)
+        rd = prepare_runs(runs, law, y="y", inputs={n: n for n in law.input_names}, se="se" if "se" in runs else None,
+                          likelihood=self.likelihood)
+        progress = kw.pop("progress")
+        settings = SamplerSettings.for_law(law, kw.pop("chains"), kw.pop("warmup"), kw.pop("samples"), **kw)
+        new = _fit_prepared(rd, self.df, settings, self.seed if seed is None else seed, progress,
+                            n_pad=pad_length(len(self.runs)))
         new.columns, new.group, new.error_model = dict(self.columns), self.group, self.error_model
         return new
 
@@ -699,21 +704,35 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
                         progress=progress, error=error, **sampler)
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
-    out = _fit_prepared(rd, df, SamplerSettings.for_law(rd.law, chains, warmup, samples, **sampler), seed, progress)
+    settings = SamplerSettings.for_law(rd.law, chains, warmup, samples, **sampler)
+    # a fit predicting with an error model will refit for its own errors: their program loads while this one runs
+    out = _fit_prepared(rd, df, settings, seed, progress,
+                        prefetch=None if error is None else _own_refit_settings(settings))
     out.error_model = error
     return out
 
 
-def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None) -> Fit:
-    frame, data, scales = _lone_curve(rd, group)
-    out = _sample(rd.law, rd.likelihood, df, settings, data, _key(seed), progress=progress, label=f"NUTS {rd.law.name}")
+def _own_refit_settings(settings: SamplerSettings) -> SamplerSettings:
+    """The sampler settings of a fit's own leave-future-out refits (:meth:`Fit.own_errors`): the fit's, with at
+    most ``config.settings["lfo.refit_draws"]`` warm-up steps and draws and ``["lfo.refit_chains"]`` chains."""
+    n = config.settings["lfo.refit_draws"]
+    return replace(settings, num_warmup=min(settings.num_warmup, n), num_samples=min(settings.num_samples, n),
+                   num_chains=min(settings.num_chains, config.settings["lfo.refit_chains"]))
+
+
+def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None, n_pad: int = 0,
+                  prefetch: SamplerSettings | None = None) -> Fit:
+    frame, data, scales = _lone_curve(rd, group, n_pad)
+    out = _sample(rd.law, rd.likelihood, df, settings, data, _key(seed), progress=progress, label=f"NUTS {rd.law.name}",
+                  prefetch=prefetch)
     return _as_fit(rd, df, settings, seed, group, frame, scales, out)
 
 
-def _lone_curve(rd: RunData, group):
-    """One curve's runs, the model's data padded for a fit of that curve alone, and its scales."""
+def _lone_curve(rd: RunData, group, n_pad: int = 0):
+    """One curve's runs, the model's data padded for a fit of that curve alone (to at least ``n_pad`` points),
+    and its scales."""
     frame = rd.curve(group).drop(columns=["group"], errors="ignore").reset_index(drop=True)
-    return frame, *curve_data(rd.law, frame, pad_length(len(frame)))
+    return frame, *curve_data(rd.law, frame, max(pad_length(len(frame)), n_pad))
 
 
 def _key(seed: int) -> np.ndarray:
@@ -721,7 +740,7 @@ def _key(seed: int) -> np.ndarray:
 
 
 def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, joint=False, progress=False,
-            label="NUTS"):
+            label="NUTS", prefetch=None):
     """:func:`~bayescale.sampler.run_nuts` of ``law``'s model: one curve, or a batch with ``batched``."""
     program = f"{law.name}|{likelihood}|df={float(df)!r}" if is_builtin(law) else None  # a user's law: traced
     # the diagnostics' library, while compiled code holds no GIL (not in a worker: the submitting process checks);
@@ -730,7 +749,8 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
         "arviz_stats", *(("dask.array",) if importlib.util.find_spec("dask") is not None else ()))
     try:
         return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1,
-                        batched=batched, progress=progress, label=label, joint=joint, program=program)
+                        batched=batched, progress=progress, label=label, joint=joint, program=program,
+                        prefetch=prefetch)
     finally:
         if importing is not None:
             importing.join()

@@ -14,6 +14,10 @@ called is ignored and traced again; with the cache off (``BAYESCALE_JAX_CACHE=of
 but the program still runs as the exported one it would have saved: a program traced straight into XLA can round
 differently across several CPU devices (Student-t noise, 2 devices), so the same seed gives the same draws
 whether the cache is on or off.
+
+Loading a saved NUTS program's compiled code costs most of a second (XLA links a few hundred kernels), without
+the GIL: a caller that knows which program it will call next (a fit, the refits of its own leave-future-out errors)
+names it in ``prefetch``, and it is loaded while the first one runs.
 """
 
 from __future__ import annotations
@@ -59,12 +63,14 @@ def _path(tag: str, shapes, treedef, n_dev: int) -> Path:
 
 
 def _caller(exported, n_dev: int):
-    """``exported.call`` under ``jax.jit``; a program traced over several devices is called on as many (its
-    inputs and outputs whole on each: the program splits the chains itself)."""
+    """``exported.call`` compiled (under ``jax.jit``); a program traced over several devices is called on as many
+    (its inputs and outputs whole on each: the program splits the chains itself)."""
     if n_dev <= 1:
-        return jax.jit(exported.call)
-    whole = NamedSharding(Mesh(np.array(jax.local_devices()[:n_dev]), ("chain",)), PartitionSpec())
-    return jax.jit(exported.call, in_shardings=whole, out_shardings=whole)
+        run = jax.jit(exported.call)
+    else:
+        whole = NamedSharding(Mesh(np.array(jax.local_devices()[:n_dev]), ("chain",)), PartitionSpec())
+        run = jax.jit(exported.call, in_shardings=whole, out_shardings=whole)
+    return run.lower(*(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in exported.in_avals)).compile()
 
 
 def _save(path: Path, blob: bytes) -> None:
@@ -78,20 +84,33 @@ def _save(path: Path, blob: bytes) -> None:
         pass
 
 
-def call(fn, tag: str | None, *args, n_dev: int = 1):
+def call(fn, tag: str | None, *args, n_dev: int = 1, prefetch: tuple[tuple[str, int], ...] = ()):
     """``fn(*args)`` (``fn`` a JAX-traceable function of array pytrees), through the saved program of ``tag`` when
-    there is one (the cache off: exported in memory, never saved); ``tag=None``: ``fn(*args)`` as it is."""
+    there is one (the cache off: exported in memory, never saved); ``tag=None``: ``fn(*args)`` as it is.
+
+    ``prefetch``: ``(tag, n_dev)`` of programs the caller will call next, on arguments of the same shapes: those
+    saved on disk are loaded while this one runs (JAX returns before the program ends; the load holds no GIL).
+    Those not saved are left to their call: compiling one beside this run would cost far more memory.
+    """
     if tag is None:
         return fn(*args)
     leaves, treedef = jax.tree.flatten(args)
     shapes = tuple((np.shape(v), str(v.dtype if hasattr(v, "dtype") else np.result_type(v))) for v in leaves)
-    # found again without hashing a file name: a noise model's program is called many times (next_runs, scoring)
-    sig = (tag, treedef, shapes, n_dev, config.settings["cache.dir"], config.settings["cache.enabled"])
-    if sig not in _LOADED:
-        path, keep = _path(tag, shapes, treedef, n_dev), config.settings["cache.enabled"]
-        _LOADED[sig] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves, path if keep else None, n_dev)
-    run = _LOADED[sig]
-    return fn(*args) if run is None else run(*leaves)
+    keep = config.settings["cache.enabled"]
+
+    def sig(t, n):  # found again without hashing a file name: a noise model's program is called many times
+        return t, treedef, shapes, n, config.settings["cache.dir"], keep
+
+    if sig(tag, n_dev) not in _LOADED:
+        path = _path(tag, shapes, treedef, n_dev)
+        _LOADED[sig(tag, n_dev)] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves,
+                                                                           path if keep else None, n_dev)
+    run = _LOADED[sig(tag, n_dev)]
+    out = fn(*args) if run is None else run(*leaves)
+    for t, n in prefetch if keep else ():
+        if sig(t, n) not in _LOADED and (later := _load(_path(t, shapes, treedef, n), n)) is not None:
+            _LOADED[sig(t, n)] = later
+    return out
 
 
 def forget() -> None:

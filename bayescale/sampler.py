@@ -268,8 +268,25 @@ def _run(model, settings, dense, batched, progress, n_dev, keys, data, joint=Fal
     return jax.vmap(f)(keys, data) if batched else f(keys, data)
 
 
+def _program(model, settings: SamplerSettings, n_params: int, batched: bool, steps: bool, joint: bool,
+             program: str | None):
+    """The run of ``settings`` (a function of key and data), the tag of its saved program (None: traced in every
+    process) and its device count.
+
+    On CPUs each curve's chains run one after another on each device: no batched NUTS loop to trace (seconds of a
+    first fit) and no chain waiting in lock step for the longest trajectory (fit_many of the 72 IC curves 264 ->
+    163 s, benchmarks/speed.py); accelerators, and joint batches (one trajectory per chain), stay vectorised.
+    """
+    n_dev = chain_devices(settings.num_chains)
+    dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
+    run = partial(_run, model, settings, dense, batched, steps, n_dev, joint=bool(joint and batched),
+                  sequential=not (joint and batched) and jax.default_backend() == "cpu")
+    return run, None if program is None or steps else repr((program, settings, dense, batched, joint)), n_dev
+
+
 def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched: bool = False,
-             progress: bool | None = None, label: str = "NUTS", joint: bool = False, program: str | None = None):
+             progress: bool | None = None, label: str = "NUTS", joint: bool = False, program: str | None = None,
+             prefetch: SamplerSettings | None = None):
     """Sample ``model`` given ``data`` (a pytree; with ``batched`` every leaf has a leading curve axis).
 
     Returns numpy dicts: constrained samples (chain, draw, ...), pointwise log-likelihood, sample stats, and the
@@ -278,10 +295,11 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     that says all it depends on besides bayescale's code (:mod:`bayescale.programs` then keeps its traced
     program on disk); None: traced in every process. ``progress``: True, a bar advanced from inside the program
     (a host callback, so the program is traced anew); None, on a terminal the same where ``program`` is None,
-    else a bar for the whole run (the saved program has no callback); False, none.
+    else a bar for the whole run (the saved program has no callback); False, none. ``prefetch``: the settings of
+    the next run of this model on data of the same shapes (a fit's own leave-future-out refits), whose saved
+    program is then loaded while this one runs (:func:`bayescale.programs.call`).
     """
     config.setup()  # compilation cache and CPU devices, once per process
-    dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
     steps = bool(progress) if progress is not None else sys.stderr.isatty() and program is None
     whole = progress is None and sys.stderr.isatty() and not steps
     _BAR.clear()
@@ -289,17 +307,12 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     if batched and np.ndim(key) == 1:  # one key for the batch: split it per curve
         key = jax.random.split(key, jax.tree.leaves(data)[0].shape[0])
     try:
-        # on CPUs each curve's chains run one after another on each device: no batched NUTS loop to trace (seconds
-        # of a first fit) and no chain waiting in lock step for the longest trajectory (fit_many of the 72 IC curves
-        # 264 -> 163 s, benchmarks/speed.py); accelerators, and joint batches (one trajectory per chain), stay
-        # vectorised
-        n_dev = chain_devices(settings.num_chains)
-        run = partial(_run, model, settings, dense, batched, steps, n_dev, joint=bool(joint and batched),
-                      sequential=not (joint and batched) and jax.default_backend() == "cpu")
-        tag = None if program is None or steps else repr((program, settings, dense, batched, joint))
+        run, tag, n_dev = _program(model, settings, n_params, batched, steps, joint, program)
+        later = () if tag is None or prefetch is None else (
+            _program(model, prefetch, n_params, batched, steps, joint, program)[1:],)
         if whole:
             _progress_update(-1)
-        out = programs.call(run, tag, key, data, n_dev=n_dev)
+        out = programs.call(run, tag, key, data, n_dev=n_dev, prefetch=later)
         out = jax.tree.map(np.asarray, out)
         if whole:
             _progress_update(_BAR["total"] - 1)

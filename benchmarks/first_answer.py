@@ -15,11 +15,14 @@ measured from outside, and the script reports its own phases.
   ``new-run`` prediction at the same point.
 
 The first ``bayescale`` process runs with an empty persistent compilation cache (a new user); then the scripts
-alternate ``--repeats`` times with the cache warm, and the table shows medians. One more warm process, not timed,
+alternate ``--repeats`` times with the cache warm, and the table shows medians. ``--baseline DIR`` (a checkout of
+an earlier commit, e.g. ``git worktree add /tmp/base COMMIT``) adds that bayescale's README script to the rotation,
+from a cache of its own warmed by one untimed process: a change is then measured against its parent on the same
+machine in the same minutes, which rows of tables run on other days cannot do. One more warm process, not timed,
 splits the memory by step (``MEMORY``: resident memory after each import, the start of JAX's CPU backend, the fit
 and the prediction; private and file-backed pages apart, Linux ``/proc/self/status``).
 
-    python -m benchmarks.first_answer [--repeats 5] [--resamples 200]
+    python -m benchmarks.first_answer [--repeats 5] [--resamples 200] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ import arviz_stats; step("import ArviZ's statistics (a fit imports them while it
 jax.numpy.zeros(1).block_until_ready(); step("JAX CPU backend started")
 runs = bs.datasets.chinchilla()
 fit = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, progress=False)
-fit.ok; step("fit: its compiled sampler loaded from the cache and run; diagnostics")
+fit.ok; step("fit: its compiled sampler loaded from the cache and run (its refits' loaded meanwhile); diagnostics")
 fit.predict({"N": [7e10], "D": [1.4e12]}); step("predict with the extrapolation error")
 print(json.dumps({"steps": steps}), file=sys.stderr)
 """
@@ -132,11 +135,12 @@ print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
 """
 
 
-def _once(code: str, args: list, env: dict) -> dict:
-    """One fresh process: wall seconds, peak RSS (MiB) and the phases it reports (its last stderr line)."""
+def _once(code: str, args: list, env: dict, cwd: Path = ROOT) -> dict:
+    """One fresh process in ``cwd`` (first on its import path: the bayescale it imports): wall seconds, peak RSS
+    (MiB) and the phases it reports (its last stderr line)."""
     with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty child cannot block on a full pipe
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                              stderr=log)
         _, status, usage = os.wait4(p.pid, 0)  # wait4: this child's own peak memory
         wall = time.perf_counter() - t0
@@ -148,21 +152,31 @@ def _once(code: str, args: list, env: dict) -> dict:
     return {"wall": wall, "peak_mib": usage.ru_maxrss / 1024, **json.loads(err.strip().splitlines()[-1])}
 
 
-def run(repeats: int, resamples: int) -> dict:
+def run(repeats: int, resamples: int, baseline: Path | None = None) -> dict:
     from bayescale.datasets import path
 
     csv = str(path("chinchilla_epoch.csv"))
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as base_cache:
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYESCALE_JAX_CACHE": cache}
+        base_env = {**env, "BAYESCALE_JAX_CACHE": base_cache}
         cold = _once(BAYESCALE, [], env)
-        warm, boot, peer, version = [], [], [], peer_version()
+        if baseline is not None:
+            _once(BAYESCALE, [], base_env, baseline)  # its cache warmed, untimed
+        warm, boot, peer, base, version = [], [], [], [], peer_version()
         for _ in range(repeats):  # alternate, so drifts in the machine's load hit all alike
             warm.append(_once(BAYESCALE, [], env))
+            if baseline is not None:
+                base.append(_once(BAYESCALE, [], base_env, baseline))
             boot.append(_once(BOOTSTRAP, [csv, str(resamples)], env))
             if version:
                 peer.append(_once(PEER, [csv], env))
         memory = _once(MEMORY, [], env)["steps"] if Path("/proc/self/status").exists() else []
-    return {"cold": cold, "warm": warm, "bootstrap": boot, "peer": peer, "peer_version": version, "memory": memory}
+    out = {"cold": cold, "warm": warm, "bootstrap": boot, "peer": peer, "peer_version": version, "memory": memory}
+    if baseline is not None:
+        rev = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True).stdout.strip()
+        out["baseline"] = {"revision": rev or str(baseline), "warm": base}
+    return out
 
 
 def _median(rows: list, key: str) -> float:
@@ -188,6 +202,14 @@ def tables(out):
         ["bayescale warm / bootstrap", f"{med('wall') / med('wall', boot):.2f}", "", "", "",
          f"{med('peak_mib') / med('peak_mib', boot):.2f}", ""],
     ]
+    if res.get("baseline"):
+        b, rev = res["baseline"]["warm"], res["baseline"]["revision"]
+        rows[2:2] = [[f"bayescale at {rev}, warm cache (median of {len(b)})", f"{med('wall', b):.2f}",
+                      f"{med('import', b):.2f}", f"{med('fit', b):.2f}",
+                      f"{med('predict', b):.2f} ({med('predict_raw', b):.2f} raw)", f"{med('peak_mib', b):.0f}",
+                      f"r-hat {max(r['rhat'] for r in b):.3f}, ESS {min(r['ess'] for r in b):.0f}"]]
+        rows.append([f"bayescale warm / bayescale at {rev}", f"{med('wall') / med('wall', b):.2f}", "", "", "",
+                     f"{med('peak_mib') / med('peak_mib', b):.2f}", ""])
     peer = res.get("peer")
     if peer:
         rows[2:2] = [[f"simple-scaling-laws {res['peer_version']}, 1000 draws (median of {len(peer)})",
@@ -220,11 +242,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.first_answer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--resamples", type=int, default=200)
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of another commit of bayescale, timed alternately with this one")
     output_args(ap)
     args = ap.parse_args(argv)
     meta = machine_info(command_line("first_answer", argv))
     meta["loadavg_start"] = loadavg()
-    res = run(args.repeats, args.resamples)
+    if args.baseline is not None and not (args.baseline / "bayescale" / "__init__.py").is_file():
+        ap.error(f"--baseline {args.baseline}: not a checkout of bayescale (no bayescale/__init__.py in it)")
+    res = run(args.repeats, args.resamples, args.baseline)
     save_json(args.out / "first_answer.json", {"machine": meta, "resamples": args.resamples, **res,
                                                "loadavg_end": loadavg()})
     publish(tables, args)

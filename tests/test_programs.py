@@ -113,3 +113,33 @@ def test_the_noise_models_programs_are_saved_and_loaded_with_the_same_results(pr
     monkeypatch.setattr(programs.jax.export, "export", no_tracing)
     assert np.array_equal(noise.sample(likelihood, mu, sigma, seed=3, df=4.0, extra=np.full(3, 0.01)), y)
     assert np.array_equal(noise.log_prob(likelihood, y, mu, sigma, 4.0, extra=np.full(3, 0.01)), lp)
+
+
+def test_a_fits_own_refits_program_is_loaded_while_it_samples(program_dir, monkeypatch):
+    """A fit predicting with an error model refits for its own leave-future-out errors: their saved program
+    (fewer draws and chains; data padded to the fit's length, though they have fewer runs) is loaded while the fit
+    samples, so its prediction loads no sampler, and gives the same bands as without it."""
+    monkeypatch.setitem(config.settings, "lfo.refit_draws", 100)  # refits unlike the fit: a program of their own
+    runs = _runs().iloc[:9]  # padded to 16; a refit to 8 runs alone would be padded to 8
+    first = _fit(runs).predict({"x": [1e10]}).table()  # a new user: saves the fit's and the refits' programs
+    assert len(list(program_dir.glob("*.bin"))) >= 3  # the fit's, the refits', the noise model's
+    programs.forget()  # a new process
+    samplers, real = [], programs.jax.export.deserialize
+
+    def deserialize(blob):
+        exported = real(blob)
+        if any(a.dtype == bool for a in exported.in_avals):  # a sampler: it takes the runs' mask
+            samplers.append(exported)
+        return exported
+
+    monkeypatch.setattr(programs.jax.export, "deserialize", deserialize)
+    fit = _fit(runs)
+    assert len(samplers) == 2  # the fit's and its refits'
+    second = fit.predict({"x": [1e10]}).table()
+    assert len(samplers) == 2  # none loaded to predict
+    assert second.equals(first)
+    # the raw posterior needs no refits: nothing loaded for them
+    programs.forget()
+    samplers.clear()
+    _fit(runs, error="raw")
+    assert len(samplers) == 1
