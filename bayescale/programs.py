@@ -17,7 +17,8 @@ whether the cache is on or off.
 
 Loading a saved NUTS program's compiled code costs most of a second (XLA links a few hundred kernels), without
 the GIL: a caller that knows which program it will call next (a fit, the refits of its own leave-future-out errors)
-names it in ``prefetch``, and it is loaded while the first one runs.
+names it in ``prefetch``, and it is loaded while the first one runs. A load frees most of what it allocates; the
+C heap then gives those pages back to the system (glibc), so each loaded program stays resident at its own size.
 """
 
 from __future__ import annotations
