@@ -190,33 +190,37 @@ def tables(out):
     res = load_json(path)
     cold, warm, boot = res["cold"], res["warm"], res["bootstrap"]
     med = lambda k, rows=warm: _median(rows, k)  # noqa: E731
+
+    def warm_row(label, runs):  # bayescale's warm processes: medians of each phase, the worst sampling quality
+        return [f"{label}, warm cache (median of {len(runs)})", f"{med('wall', runs):.2f}",
+                f"{med('import', runs):.2f}", f"{med('fit', runs):.2f}",
+                f"{med('predict', runs):.2f} ({med('predict_raw', runs):.2f} raw)",
+                f"{med('peak_mib', runs):.0f}",
+                f"r-hat {max(r['rhat'] for r in runs):.3f}, ESS {min(r['ess'] for r in runs):.0f}"]
+
+    def ratio_row(label, runs):
+        return [f"bayescale warm / {label}", f"{med('wall') / med('wall', runs):.2f}", "", "", "",
+                f"{med('peak_mib') / med('peak_mib', runs):.2f}", ""]
+
     rows = [
         ["bayescale, first process (empty compilation cache)", f"{cold['wall']:.2f}", f"{cold['import']:.2f}",
          f"{cold['fit']:.2f}", f"{cold['predict']:.2f} ({cold['predict_raw']:.2f} raw)", f"{cold['peak_mib']:.0f}",
          f"r-hat {cold['rhat']:.3f}, ESS {cold['ess']:.0f}"],
-        [f"bayescale, warm cache (median of {len(warm)})", f"{med('wall'):.2f}", f"{med('import'):.2f}",
-         f"{med('fit'):.2f}", f"{med('predict'):.2f} ({med('predict_raw'):.2f} raw)", f"{med('peak_mib'):.0f}",
-         f"r-hat {max(r['rhat'] for r in warm):.3f}, ESS {min(r['ess'] for r in warm):.0f}"],
+        warm_row("bayescale", warm),
         [f"least-squares bootstrap, {res['resamples']} resamples (median of {len(boot)})", f"{med('wall', boot):.2f}",
          f"{med('import', boot):.2f}", f"{med('fit', boot):.2f}", "", f"{med('peak_mib', boot):.0f}", ""],
-        ["bayescale warm / bootstrap", f"{med('wall') / med('wall', boot):.2f}", "", "", "",
-         f"{med('peak_mib') / med('peak_mib', boot):.2f}", ""],
+        ratio_row("bootstrap", boot),
     ]
     if res.get("baseline"):
         b, rev = res["baseline"]["warm"], res["baseline"]["revision"]
-        rows[2:2] = [[f"bayescale at {rev}, warm cache (median of {len(b)})", f"{med('wall', b):.2f}",
-                      f"{med('import', b):.2f}", f"{med('fit', b):.2f}",
-                      f"{med('predict', b):.2f} ({med('predict_raw', b):.2f} raw)", f"{med('peak_mib', b):.0f}",
-                      f"r-hat {max(r['rhat'] for r in b):.3f}, ESS {min(r['ess'] for r in b):.0f}"]]
-        rows.append([f"bayescale warm / bayescale at {rev}", f"{med('wall') / med('wall', b):.2f}", "", "", "",
-                     f"{med('peak_mib') / med('peak_mib', b):.2f}", ""])
+        rows[2:2] = [warm_row(f"bayescale at {rev}", b)]
+        rows.append(ratio_row(f"bayescale at {rev}", b))
     peer = res.get("peer")
     if peer:
         rows[2:2] = [[f"simple-scaling-laws {res['peer_version']}, 1000 draws (median of {len(peer)})",
                       f"{med('wall', peer):.2f}", f"{med('import', peer):.2f}", f"{med('fit', peer):.2f}", "",
                       f"{med('peak_mib', peer):.0f}", ""]]
-        rows.append(["bayescale warm / simple-scaling-laws (goal <= 1)", f"{med('wall') / med('wall', peer):.2f}", "",
-                     "", "", f"{med('peak_mib') / med('peak_mib', peer):.2f}", ""])
+        rows.append(ratio_row("simple-scaling-laws (goal <= 1)", peer))
     head = ["process", "wall s", "import s", "fit s", "predict s", "peak MiB (goal < 400)", "sampling quality"]
     m = res["machine"]
     source = (f"{describe(m)}; fresh Python processes, alternating; load average {m.get('loadavg_start')} at "
