@@ -57,6 +57,7 @@ class Fit:
         self.calibration = None
         self.local = None  # localize(): {"targets": DataFrame (law input names), "tau": float}
         self._diag = None
+        self.padded = None  # the runs' length in its compiled sampler (padded), where it was sampled here
 
     refittable = True  # :meth:`refit` works (leave-future-out calibration and comparison use it)
 
@@ -325,8 +326,8 @@ class Fit:
         """This fit's law (or ``law``), noise model and sampler settings (updated with ``over``: :func:`fit`'s
         ``chains``, ``warmup``, ``samples``, ``progress`` and NUTS keywords) fitted to other ``runs`` (law input
         columns, ``y``, optional ``se``); the result keeps this fit's column names and group. Its data are padded
-        to at least this fit's length, so that refits to fewer runs share one compiled program with the fit's
-        own leave-future-out refits."""
+        to this fit's padded length when they are no more, so that refits to fewer runs (its own leave-future-out
+        refits) run in the fit's compiled program."""
         st = self.settings
         kw = dict(chains=st.num_chains, warmup=st.num_warmup, samples=st.num_samples, target_accept=st.target_accept,
                   max_tree_depth=st.max_tree_depth, dense_mass=st.dense_mass, n_starts=st.n_starts,
@@ -340,7 +341,7 @@ class Fit:
         progress = kw.pop("progress")
         settings = SamplerSettings.for_law(law, kw.pop("chains"), kw.pop("warmup"), kw.pop("samples"), **kw)
         new = _fit_prepared(rd, self.df, settings, self.seed if seed is None else seed, progress,
-                            n_pad=pad_length(len(self.runs)))
+                            n_pad=self.padded or pad_length(len(self.runs)))
         new.columns, new.group, new.error_model = dict(self.columns), self.group, self.error_model
         return new
 
@@ -705,9 +706,7 @@ def fit(runs, law="chinchilla", *, y: str = "loss", x=None, inputs=None, group: 
     rd = prepare_runs(runs, law, y=y, x=x, inputs=inputs, se=se, lower=lower, upper=upper,
                       likelihood=check_likelihood(likelihood))
     settings = SamplerSettings.for_law(rd.law, chains, warmup, samples, **sampler)
-    # a fit predicting with an error model will refit for its own errors: their program loads while this one runs
-    out = _fit_prepared(rd, df, settings, seed, progress,
-                        prefetch=None if error is None else _own_refit_settings(settings))
+    out = _fit_prepared(rd, df, settings, seed, progress)
     out.error_model = error
     return out
 
@@ -720,19 +719,17 @@ def _own_refit_settings(settings: SamplerSettings) -> SamplerSettings:
                    num_chains=min(settings.num_chains, config.settings["lfo.refit_chains"]))
 
 
-def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None, n_pad: int = 0,
-                  prefetch: SamplerSettings | None = None) -> Fit:
+def _fit_prepared(rd: RunData, df, settings, seed, progress, group=None, n_pad: int = 0) -> Fit:
     frame, data, scales = _lone_curve(rd, group, n_pad)
-    out = _sample(rd.law, rd.likelihood, df, settings, data, _key(seed), progress=progress, label=f"NUTS {rd.law.name}",
-                  prefetch=prefetch)
+    out = _sample(rd.law, rd.likelihood, df, settings, data, _key(seed), progress=progress, label=f"NUTS {rd.law.name}")
     return _as_fit(rd, df, settings, seed, group, frame, scales, out)
 
 
 def _lone_curve(rd: RunData, group, n_pad: int = 0):
-    """One curve's runs, the model's data padded for a fit of that curve alone (to at least ``n_pad`` points),
-    and its scales."""
+    """One curve's runs, the model's data padded for a fit of that curve alone (to ``n_pad`` points where they
+    fit, else to :func:`~bayescale.model.pad_length`), and its scales."""
     frame = rd.curve(group).drop(columns=["group"], errors="ignore").reset_index(drop=True)
-    return frame, *curve_data(rd.law, frame, max(pad_length(len(frame)), n_pad))
+    return frame, *curve_data(rd.law, frame, n_pad if n_pad >= len(frame) else pad_length(len(frame)))
 
 
 def _key(seed: int) -> np.ndarray:
@@ -740,7 +737,7 @@ def _key(seed: int) -> np.ndarray:
 
 
 def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, joint=False, progress=False,
-            label="NUTS", prefetch=None):
+            label="NUTS"):
     """:func:`~bayescale.sampler.run_nuts` of ``law``'s model: one curve, or a batch with ``batched``."""
     program = f"{law.name}|{likelihood}|df={float(df)!r}" if is_builtin(law) else None  # a user's law: traced
     # the diagnostics' library, while compiled code holds no GIL (not in a worker: the submitting process checks);
@@ -749,8 +746,7 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
         "arviz_stats", *(("dask.array",) if importlib.util.find_spec("dask") is not None else ()))
     try:
         return run_nuts(build_model(law, likelihood, df), data, keys, settings, len(law.params) + 1,
-                        batched=batched, progress=progress, label=label, joint=joint, program=program,
-                        prefetch=prefetch)
+                        batched=batched, progress=progress, label=label, joint=joint, program=program)
     finally:
         if importing is not None:
             importing.join()
@@ -760,8 +756,10 @@ def _sample(law: Law, likelihood: str, df, settings, data, keys, batched=False, 
 def _as_fit(rd: RunData, df, settings, seed, group, frame, scales, out) -> Fit:
     """The :class:`Fit` of one curve from its :func:`_sample` outputs."""
     samples, ll, stats, vbest = out
-    return Fit(rd.law, _to_idata(rd.law, samples, ll, stats, frame), scales, frame, rd.columns, rd.likelihood, df,
-               seed, settings, group=group, map_potential=float(vbest))
+    fit = Fit(rd.law, _to_idata(rd.law, samples, ll, stats, frame), scales, frame, rd.columns, rd.likelihood, df,
+              seed, settings, group=group, map_potential=float(vbest))
+    fit.padded = np.shape(ll)[-1]
+    return fit
 
 
 class FitMany(dict):
@@ -866,7 +864,8 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     refit_flagged : bool
         Refit a curve whose diagnostics fail alone with twice the warm-up; the better of the two fits is kept.
     batch_size : int, optional
-        Curves per vmapped batch (default: 1 on a CPU, all curves on a GPU).
+        Curves per vmapped batch (default: 1 on a CPU, all curves on a GPU). One curve per batch runs in the
+        compiled program of a single fit, which its own leave-future-out refits run too.
     joint : bool
         Sample each batch in one NUTS run over all its curves, each whitened by its Laplace approximation
         (``joint`` of :func:`bayescale.sampler.run_nuts`): no lock step, but a shared step size, and a divergence
@@ -890,11 +889,14 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     settings = SamplerSettings.for_law(law, chains, warmup, samples, **sampler)
     groups = rd.groups
     frames = [rd.curve(g).drop(columns=["group"]).reset_index(drop=True) for g in groups]
-    n_pad = batch_pad_length(max(len(f) for f in frames))
-    built = [curve_data(law, f, n_pad) for f in frames]
     if batch_size is None:
         batch_size = 1 if jax.default_backend() == "cpu" else len(groups)
     size = max(1, min(int(batch_size), len(groups)))
+    # one curve at a time (a CPU's default) runs in a single curve's program, which the fits' own refits and
+    # the refits of flagged curves run too
+    alone = size == 1 and not joint
+    n_pad = batch_pad_length(max(len(f) for f in frames))
+    built = [curve_data(law, f, n_pad) for f in frames]
     order = sorted(range(len(groups)), key=lambda i: len(frames[i]))
     root = jax.random.PRNGKey(seed)
     batches, jobs = [], []
@@ -902,18 +904,19 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
         idx = order[b * size:(b + 1) * size]
         padded = idx + [idx[-1]] * (size - len(idx))  # same shapes for the last batch: no recompilation
         batches.append(idx)
-        jobs.append((jax.tree.map(lambda *a: np.stack(a), *[built[i][0] for i in padded]),
-                     np.stack([np.asarray(jax.random.fold_in(root, i)) for i in padded])))
-    outs = _sample_jobs(rd, df, settings, jobs, True, joint, executor, progress, f"NUTS {law.name} batch")
+        keys = np.stack([np.asarray(jax.random.fold_in(root, i)) for i in padded])
+        jobs.append((built[idx[0]][0], keys[0]) if alone else
+                    (jax.tree.map(lambda *a: np.stack(a), *[built[i][0] for i in padded]), keys))
+    outs = _sample_jobs(rd, df, settings, jobs, not alone, joint, executor, progress, f"NUTS {law.name} batch")
     fits = {}
     for idx, out in zip(batches, outs):
         for j, i in enumerate(idx):
             fits[groups[i]] = _as_fit(rd, df, settings, seed, groups[i], frames[i], built[i][1],
-                                      jax.tree.map(lambda a: a[j], out))
+                                      out if alone else jax.tree.map(lambda a: a[j], out))
     fits = {g: fits[g] for g in groups}
     flagged = [i for i, g in enumerate(groups) if refit_flagged and not fits[g].ok]
     retry = SamplerSettings.for_law(law, chains, 2 * warmup, samples, **sampler)
-    lone = [_lone_curve(rd, groups[i]) for i in flagged]
+    lone = [_lone_curve(rd, groups[i], n_pad) for i in flagged]
     outs = _sample_jobs(rd, df, retry, [(data, _key(seed + 1000 + i)) for i, (_, data, _) in zip(flagged, lone)],
                         False, False, executor, False, f"NUTS {law.name} refit")
     refitted = []

@@ -15,10 +15,9 @@ but the program still runs as the exported one it would have saved: a program tr
 differently across several CPU devices (Student-t noise, 2 devices), so the same seed gives the same draws
 whether the cache is on or off.
 
-Loading a saved NUTS program's compiled code costs most of a second (XLA links a few hundred kernels), without
-the GIL: a caller that knows which program it will call next (a fit, the refits of its own leave-future-out errors)
-names it in ``prefetch``, and it is loaded while the first one runs. A load frees most of what it allocates; the
-C heap then gives those pages back to the system (glibc), so each loaded program stays resident at its own size.
+Loading a saved NUTS program's compiled code costs most of a second (XLA links a few hundred kernels). A load
+frees most of what it allocates; the C heap then gives those pages back to the system (glibc), so each loaded
+program stays resident at its own size.
 """
 
 from __future__ import annotations
@@ -106,14 +105,9 @@ def _save(path: Path, blob: bytes) -> None:
         pass
 
 
-def call(fn, tag: str | None, *args, n_dev: int = 1, prefetch: tuple[tuple[str, int], ...] = ()):
+def call(fn, tag: str | None, *args, n_dev: int = 1):
     """``fn(*args)`` (``fn`` a JAX-traceable function of array pytrees), through the saved program of ``tag`` when
-    there is one (the cache off: exported in memory, never saved); ``tag=None``: ``fn(*args)`` as it is.
-
-    ``prefetch``: ``(tag, n_dev)`` of programs the caller will call next, on arguments of the same shapes: those
-    saved on disk are loaded while this one runs (JAX returns before the program ends; the load holds no GIL).
-    Those not saved are left to their call: compiling one beside this run would cost far more memory.
-    """
+    there is one (the cache off: exported in memory, never saved); ``tag=None``: ``fn(*args)`` as it is."""
     if tag is None:
         return fn(*args)
     leaves, treedef = jax.tree.flatten(args)
@@ -128,11 +122,7 @@ def call(fn, tag: str | None, *args, n_dev: int = 1, prefetch: tuple[tuple[str, 
         _LOADED[sig(tag, n_dev)] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves,
                                                                            path if keep else None, n_dev)
     run = _LOADED[sig(tag, n_dev)]
-    out = fn(*args) if run is None else run(*leaves)
-    for t, n in prefetch if keep else ():
-        if sig(t, n) not in _LOADED and (later := _load(_path(t, shapes, treedef, n), n)) is not None:
-            _LOADED[sig(t, n)] = later
-    return out
+    return fn(*args) if run is None else run(*leaves)
 
 
 def forget() -> None:

@@ -1,13 +1,17 @@
 """NUTS for one curve or a batch of curves, compiled into one XLA program.
 
 ``numpyro.infer.MCMC.run`` drives the NUTS kernel from Python between chunks; for models this small the runtime
-overhead dominates, so here the kernel (``numpyro.infer.hmc.hmc``) runs inside one jitted ``lax.scan``, vmapped
-over curves for :func:`bayescale.fit_many` and over chains on an accelerator or in a batch. Each chain and curve
-keeps its own step size and mass matrix, so one hard curve does not slow the others' adaptation. On a CPU with
+overhead dominates, so here the kernel (``numpyro.infer.hmc.hmc``) runs inside one jitted loop, vmapped over
+curves for :func:`bayescale.fit_many` and over chains on an accelerator or in a batch. The warm-up length, the
+draws, the chains and the target acceptance are inputs of that program, not constants traced into it (the
+warm-up's adaptation is :mod:`bayescale.adaptation`): a single curve's program has room for the default fit's 4
+chains and 1000 draws, so a quick fit and the refits behind a fit's own errors run in the default fit's compiled
+program (one compile, seconds, in a new user's first process) and give its first chains and draws. Each chain and
+curve keeps its own step size and mass matrix, so one hard curve does not slow the others' adaptation. On a CPU with
 several JAX devices (one per core, see :mod:`bayescale.config`) the chains are split across the devices
 (``shard_map``): vmapped chains move in lock step, each iteration costing the longest trajectory among them, and
 one core runs one program at a time, so separate devices both use every core and cut the lock step
-(``benchmarks/speed.py``). A single curve on CPUs runs each device's chains one after another (``lax.map``):
+(``benchmarks/speed.py``). A single curve on CPUs runs each device's chains one after another:
 tracing a vmapped NUTS loop takes seconds, more than sampling a small model, and a persistent compilation cache
 cannot skip tracing (``benchmarks/first_answer.py``). The draws depend on the number of devices and on whether
 chains are vectorised through floating-point rounding alone, which long NUTS runs can amplify into other draws of
@@ -21,8 +25,9 @@ plateaus where a power-law term vanishes).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +40,7 @@ from numpyro.infer.hmc import hmc
 from jax.sharding import Mesh, PartitionSpec
 from numpyro.infer.util import constrain_fn, log_likelihood, potential_energy
 
-from bayescale import config, programs
+from bayescale import adaptation, config, programs
 
 __all__ = ["SamplerSettings", "prior_draw", "run_nuts"]
 
@@ -145,8 +150,37 @@ def chain_devices(num_chains: int) -> int:
     return max(d for d in range(1, n + 1) if num_chains % d == 0)
 
 
-def _starts(model, settings: SamplerSettings, key, data):
-    """Multi-start MAP: chain starting points (a pytree with a leading chain axis) and the best potential found."""
+ROOM_DRAWS = SamplerSettings.num_samples
+
+
+class _Counts(NamedTuple):
+    """The lengths of a run, inputs of its compiled program (:func:`run_nuts`): warm-up and adaptation
+    (:func:`bayescale.adaptation.schedule`), draws kept per chain, chains run."""
+
+    plan: adaptation.Schedule
+    num_samples: np.ndarray
+    num_chains: np.ndarray
+
+
+def _room(settings: SamplerSettings, batched: bool) -> tuple[int, int, int]:
+    """The chains and draws per chain a compiled program has room for, and the devices its chains are split across.
+
+    A single curve's program holds at least the default fit's chains and draws (rounded up to whole chains per
+    device and to thousands of draws), so that a fit with fewer (a quick fit, the refits behind a fit's own errors)
+    runs in the default fit's program: one program to compile and load instead of one per setting. A batch's
+    holds exactly its settings' chains and draws (its output, for every curve, would grow with the room).
+    """
+    if batched:
+        return settings.num_chains, settings.num_samples, chain_devices(settings.num_chains)
+    chains = max(settings.num_chains, SamplerSettings.num_chains)
+    per_device = min(chains, jax.local_device_count()) if jax.default_backend() == "cpu" else 1
+    chains = per_device * -(-chains // per_device)
+    return chains, ROOM_DRAWS * -(-settings.num_samples // ROOM_DRAWS), chain_devices(chains)
+
+
+def _starts(model, settings: SamplerSettings, num_chains: int, key, data):
+    """Multi-start MAP: ``num_chains`` chain starting points (a pytree with a leading chain axis) and the best
+    potential found."""
     k_init, k_jit = jax.random.split(key)
     pe = partial(potential_energy, model, (data,), {})
     z0 = jax.vmap(lambda k: prior_draw(model, k, data))(jax.random.split(k_init, settings.n_starts))
@@ -157,7 +191,7 @@ def _starts(model, settings: SamplerSettings, key, data):
     order = jnp.argsort(v_opt)
     best = order[0]
     # chains start at the best optima; ones far worse than the best (another, poorer mode) start at the best
-    pick = order[: settings.num_chains]
+    pick = order[np.arange(num_chains) % settings.n_starts]
     pick = jnp.where(v_opt[pick] - v_opt[best] < 5.0, pick, best)
     flat = jax.vmap(lambda i: ravel_pytree(jax.tree.map(lambda a: a[i], z_opt))[0])(pick)
     unravel = ravel_pytree(jax.tree.map(lambda a: a[0], z_opt))[1]
@@ -165,36 +199,67 @@ def _starts(model, settings: SamplerSettings, key, data):
 
 
 def _sample_chains(pe, z_init, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, key, inv_mass,
-                   sequential: bool = False):
-    """NUTS warm-up and sampling of every chain (leading axis of ``z_init`` and ``inv_mass``), split over devices;
-    on each device vectorised (``vmap``), or with ``sequential`` one after another (``lax.map``)."""
+                   counts: _Counts, room: int, sequential: bool = False):
+    """NUTS warm-up and sampling of the chains (leading axis of ``z_init`` and ``inv_mass``, the program's room),
+    split over devices, chain c on device c mod ``n_dev``; on each device vectorised (``vmap``: every chain of the
+    room runs), or with ``sequential`` one after another (only the first ``counts.num_chains`` chains run).
+
+    Returns draws with ``room`` places per chain, the first ``counts.num_samples`` filled, and sample statistics.
+    """
     init_kernel, sample_kernel = hmc(potential_fn=pe, algo="NUTS")
-    total = settings.num_warmup + settings.num_samples
 
-    def chain(k, z, m):
-        st = init_kernel(z, settings.num_warmup, inverse_mass_matrix=m, dense_mass=dense,
-                         target_accept_prob=settings.target_accept, max_tree_depth=settings.max_tree_depth, rng_key=k)
+    def chain(k, z, m, c):
+        # warm-up 0 for NumPyro's kernel: the adaptation, with lengths known only when the program runs, is ours
+        st = init_kernel(z, 0, inverse_mass_matrix=m, dense_mass=dense, max_tree_depth=settings.max_tree_depth,
+                         rng_key=k)
 
-        def step(st, i):
+        def record(st):
+            return st.z, st.diverging, st.energy, st.num_steps, st.accept_prob, st.potential_energy
+
+        def step(i, carry):
+            st, kept = carry
             st = sample_kernel(st)
+            st = st._replace(adapt_state=jax.lax.cond(
+                i < c.plan.num_warmup,
+                lambda: adaptation.update(i, st.accept_prob, st.z, st.adapt_state, c.plan, dense),
+                lambda: st.adapt_state))
+            j = jnp.maximum(i - c.plan.num_warmup, 0)  # warm-up transitions are not kept
+            keep = i >= c.plan.num_warmup
+            kept = jax.tree.map(lambda a, v: a.at[j].set(jnp.where(keep, v, a[j])), kept, record(st))
             if progress:
                 jax.lax.cond(i % 50 == 49, lambda: jax.debug.callback(_progress_update, i), lambda: None)
-            return st, (st.z, st.diverging, st.energy, st.num_steps, st.accept_prob, st.potential_energy)
+            return st, kept
 
-        # one scan over warm-up and sampling, so the NUTS kernel is compiled once; warm-up draws are dropped
-        st, out = jax.lax.scan(step, st, jnp.arange(total))
-        return jax.tree.map(lambda a: a[settings.num_warmup:], out), st.adapt_state.step_size
+        kept = jax.tree.map(lambda v: jnp.zeros((room, *jnp.shape(v)), jnp.result_type(v)), record(st))
+        st, kept = jax.lax.fori_loop(0, c.plan.num_warmup + c.num_samples, step, (st, kept))
+        return kept, st.adapt_state.step_size
+
+    def one(tree, k):
+        return jax.tree.map(lambda a: a[k], tree)
 
     if sequential:  # one chain after another on each device: a single NUTS loop to trace, not a batched one
-        def chains(ks, zs, ms):
-            return jax.lax.map(lambda a: chain(*a), (ks, zs, ms))
+        def chains(ks, zs, ms, c):
+            d = jax.lax.axis_index("chain") if n_dev > 1 else 0
+            active = jnp.maximum(c.num_chains - d + n_dev - 1, 0) // n_dev  # chains d, d + n_dev, ... run
+            shapes = jax.eval_shape(chain, ks[0], one(zs, 0), one(ms, 0), c)
+            out = jax.tree.map(lambda s: jnp.zeros((ks.shape[0], *s.shape), s.dtype), shapes)
+
+            def body(k, out):
+                return jax.tree.map(lambda a, v: a.at[k].set(v), out, chain(ks[k], one(zs, k), one(ms, k), c))
+
+            return jax.lax.fori_loop(0, active, body, out)
     else:
-        chains = jax.vmap(chain)
+        chains = jax.vmap(chain, in_axes=(0, 0, 0, None))
     if n_dev > 1:
         mesh = Mesh(np.array(jax.local_devices()[:n_dev]), ("chain",))
-        chains = jax.shard_map(chains, mesh=mesh, in_specs=PartitionSpec("chain"), out_specs=PartitionSpec("chain"),
+        split = PartitionSpec("chain")
+        chains = jax.shard_map(chains, mesh=mesh, in_specs=(split, split, split, PartitionSpec()), out_specs=split,
                                check_vma=False)
-    (z, div, energy, nsteps, acc, pot), step_size = chains(jax.random.split(key, settings.num_chains), z_init, inv_mass)
+    n = jax.tree.leaves(z_init)[0].shape[0]
+    slots = np.arange(n).reshape(-1, n_dev).T.ravel()  # device d's block holds chains d, d + n_dev, ...
+    (z, div, energy, nsteps, acc, pot), step_size = jax.tree.map(
+        lambda a: a[np.argsort(slots)],
+        chains(*jax.tree.map(lambda a: a[slots], (jax.random.split(key, n), z_init, inv_mass)), counts))
     stats = {"diverging": div, "energy": energy, "n_steps": nsteps, "acceptance_rate": acc, "lp": -pot,
              "step_size": jnp.broadcast_to(step_size[:, None], acc.shape)}
     return z, stats
@@ -205,21 +270,22 @@ def _outputs(model, data, z):
     return samples, log_likelihood(model, samples, data, batch_ndims=2)["y"]
 
 
-def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, sequential: bool, key,
-               data):
+def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, sequential: bool,
+               room: tuple[int, int], key, data, counts):
     k_start, k_chain = jax.random.split(key)
     pe = partial(potential_energy, model, (data,), {})
-    inits, v_best = _starts(model, settings, k_start, data)
+    inits, v_best = _starts(model, settings, room[0], k_start, data)
     if settings.laplace_mass and settings.opt_steps > 0:
         inv_mass = jax.vmap(lambda z: _laplace(pe, z)[0 if dense else 1])(inits)
     else:
         inv_mass = None
-    z, stats = _sample_chains(pe, inits, settings, dense, progress, n_dev, k_chain, inv_mass, sequential)
+    z, stats = _sample_chains(pe, inits, settings, dense, progress, n_dev, k_chain, inv_mass, counts, room[1],
+                              sequential)
     samples, ll = _outputs(model, data, z)
     return samples, ll, stats, v_best
 
 
-def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, data):
+def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, room: tuple[int, int], keys, data, counts):
     """One NUTS run over all curves of a batch, each curve whitened by its Laplace approximation.
 
     Curve b's parameters are z_b = m_b + S_b u_b (m_b its MAP, S_b S_b^T its Laplace covariance), and NUTS samples
@@ -232,7 +298,7 @@ def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, d
     def pe_one(z, d):
         return potential_energy(model, (d,), {}, z)
 
-    inits, v_best = jax.vmap(partial(_starts, model, settings))(k_start, data)  # leaves (curve, chain, ...)
+    inits, v_best = jax.vmap(partial(_starts, model, settings, room[0]))(k_start, data)  # leaves (curve, chain, ...)
     unravel = ravel_pytree(jax.tree.map(lambda a: a[0, 0], inits))[1]
     flat = jax.vmap(jax.vmap(lambda z: ravel_pytree(z)[0]))(inits)  # (curve, chain, d)
     centre = flat[:, 0]
@@ -245,7 +311,8 @@ def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, d
         return jnp.sum(jax.vmap(lambda f, d: pe_one(unravel(f), d))(to_z(u), data))
 
     u0 = jnp.swapaxes(jax.vmap(lambda s, f, m: jnp.linalg.solve(s, (f - m).T).T)(sqrt, flat, centre), 0, 1)
-    u, stats = _sample_chains(pe, u0, settings, False, progress, n_dev, k_chain[0], None)  # u (chain, draw, curve, d)
+    # u (chain, draw, curve, d)
+    u, stats = _sample_chains(pe, u0, settings, False, progress, n_dev, k_chain[0], None, counts, room[1])
     z = jax.vmap(jax.vmap(to_z))(u)  # (chain, draw, curve, d)
 
     def per_curve(zc, d):  # zc (chain, draw, d)
@@ -260,33 +327,37 @@ def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, keys, d
     return samples, ll, stats, v_best
 
 
-@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress", "n_dev", "joint", "sequential"))
-def _run(model, settings, dense, batched, progress, n_dev, keys, data, joint=False, sequential=False):
+@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress", "n_dev", "room", "joint",
+                                   "sequential"))
+def _run(model, settings, dense, batched, progress, n_dev, room, keys, data, counts, joint=False, sequential=False):
     if joint:
-        return _joint(model, settings, progress, n_dev, keys, data)
-    f = partial(_one_curve, model, settings, dense, progress, n_dev, sequential)
-    return jax.vmap(f)(keys, data) if batched else f(keys, data)
+        return _joint(model, settings, progress, n_dev, room, keys, data, counts)
+    f = partial(_one_curve, model, settings, dense, progress, n_dev, sequential, room)
+    return jax.vmap(f, in_axes=(0, 0, None))(keys, data, counts) if batched else f(keys, data, counts)
 
 
 def _program(model, settings: SamplerSettings, n_params: int, batched: bool, steps: bool, joint: bool,
              program: str | None):
-    """The run of ``settings`` (a function of key and data), the tag of its saved program (None: traced in every
-    process) and its device count.
+    """The run of ``settings`` (a function of key, data and :class:`_Counts`), the tag of its saved program (None:
+    traced in every process) and its device count.
 
-    On CPUs each curve's chains run one after another on each device: no batched NUTS loop to trace (seconds of a
-    first fit) and no chain waiting in lock step for the longest trajectory (fit_many of the 72 IC curves 264 ->
-    163 s, benchmarks/speed.py); accelerators, and joint batches (one trajectory per chain), stay vectorised.
+    Only what shapes the program is in the tag: warm-up length, draws, chains (up to the program's room, see
+    :func:`_room`) and the target acceptance are inputs. On CPUs each curve's chains run one after another on each
+    device: no batched NUTS loop to trace (seconds of a first fit) and no chain waiting in lock step for the longest
+    trajectory (fit_many of the 72 IC curves 264 -> 163 s, benchmarks/speed.py); accelerators, and joint batches
+    (one trajectory per chain), stay vectorised.
     """
-    n_dev = chain_devices(settings.num_chains)
+    chains, draws, n_dev = _room(settings, batched)
     dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
-    run = partial(_run, model, settings, dense, batched, steps, n_dev, joint=bool(joint and batched),
+    shape = replace(settings, num_chains=1, num_warmup=0, num_samples=1, target_accept=0.5)  # lengths: inputs
+    run = partial(_run, model, shape, dense, batched, steps, n_dev, (chains, draws), joint=bool(joint and batched),
                   sequential=not (joint and batched) and jax.default_backend() == "cpu")
-    return run, None if program is None or steps else repr((program, settings, dense, batched, joint)), n_dev
+    tag = None if program is None or steps else repr((program, shape, (chains, draws), dense, batched, joint))
+    return run, tag, n_dev
 
 
 def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched: bool = False,
-             progress: bool | None = None, label: str = "NUTS", joint: bool = False, program: str | None = None,
-             prefetch: SamplerSettings | None = None):
+             progress: bool | None = None, label: str = "NUTS", joint: bool = False, program: str | None = None):
     """Sample ``model`` given ``data`` (a pytree; with ``batched`` every leaf has a leading curve axis).
 
     Returns numpy dicts: constrained samples (chain, draw, ...), pointwise log-likelihood, sample stats, and the
@@ -295,9 +366,7 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     that says all it depends on besides bayescale's code (:mod:`bayescale.programs` then keeps its traced
     program on disk); None: traced in every process. ``progress``: True, a bar advanced from inside the program
     (a host callback, so the program is traced anew); None, on a terminal the same where ``program`` is None,
-    else a bar for the whole run (the saved program has no callback); False, none. ``prefetch``: the settings of
-    the next run of this model on data of the same shapes (a fit's own leave-future-out refits), whose saved
-    program is then loaded while this one runs (:func:`bayescale.programs.call`).
+    else a bar for the whole run (the saved program has no callback); False, none.
     """
     config.setup()  # compilation cache and CPU devices, once per process
     steps = bool(progress) if progress is not None else sys.stderr.isatty() and program is None
@@ -306,17 +375,18 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     _BAR.update(total=settings.num_warmup + settings.num_samples, label=label)
     if batched and np.ndim(key) == 1:  # one key for the batch: split it per curve
         key = jax.random.split(key, jax.tree.leaves(data)[0].shape[0])
+    counts = _Counts(adaptation.schedule(settings.num_warmup, settings.target_accept),
+                     np.int32(settings.num_samples), np.int32(settings.num_chains))
     try:
         run, tag, n_dev = _program(model, settings, n_params, batched, steps, joint, program)
-        later = () if tag is None or prefetch is None else (
-            _program(model, prefetch, n_params, batched, steps, joint, program)[1:],)
         if whole:
             _progress_update(-1)
-        out = programs.call(run, tag, key, data, n_dev=n_dev, prefetch=later)
-        out = jax.tree.map(np.asarray, out)
+        samples, ll, stats, v_best = jax.tree.map(np.asarray, programs.call(run, tag, key, data, counts, n_dev=n_dev))
         if whole:
             _progress_update(_BAR["total"] - 1)
     finally:
         if "bar" in _BAR:
             _BAR.pop("bar").close()
-    return out
+    kept = (slice(None),) * batched + (slice(settings.num_chains), slice(settings.num_samples))
+    samples, ll, stats = jax.tree.map(lambda a: a[kept].copy(), (samples, ll, stats))  # the room's rest dropped
+    return samples, ll, stats, v_best

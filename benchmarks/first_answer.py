@@ -80,7 +80,7 @@ import arviz_stats; step("import ArviZ's statistics (a fit imports them while it
 jax.numpy.zeros(1).block_until_ready(); step("JAX CPU backend started")
 runs = bs.datasets.chinchilla()
 fit = bs.fit(runs[runs.C < 1e21], "chinchilla", inputs={"N": "N", "D": "D"}, y="loss", seed=0, progress=False)
-fit.ok; step("fit: its compiled sampler loaded from the cache and run (its refits' loaded meanwhile); diagnostics")
+fit.ok; step("fit: its compiled sampler (which its refits run too) loaded from the cache and run; diagnostics")
 fit.predict({"N": [7e10], "D": [1.4e12]}); step("predict with the extrapolation error")
 print(json.dumps({"steps": steps}), file=sys.stderr)
 """

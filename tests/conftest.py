@@ -3,7 +3,6 @@
 import os
 
 os.environ["JAX_PLATFORMS"] = "cpu"
-os.environ.setdefault("BAYESCALE_LFO_REFIT_DRAWS", "300")  # = FAST: own-error refits reuse its compiled programs
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import numpy as np  # noqa: E402

@@ -85,8 +85,10 @@ def test_a_users_law_is_never_saved(program_dir):
 def test_a_different_shape_or_setting_is_another_program(program_dir):
     runs = _runs()
     _fit(runs)
-    _fit(runs, samples=200)
+    _fit(runs, max_tree_depth=8)
     _fit(runs.iloc[:10])  # padded to the same length: no new program for fewer runs
+    # lengths are the program's inputs: other warm-up, draws, chains or target acceptance run in the same program
+    _fit(runs, warmup=100, samples=200, chains=3, target_accept=0.95)
     assert len(list(program_dir.glob("*.bin"))) == 2
 
 
@@ -121,34 +123,63 @@ def test_the_noise_models_programs_are_saved_and_loaded_with_the_same_results(pr
     assert np.array_equal(noise.log_prob(likelihood, y, mu, sigma, 4.0, extra=np.full(3, 0.01)), lp)
 
 
-def test_a_fits_own_refits_program_is_loaded_while_it_samples(program_dir, monkeypatch):
-    """A fit predicting with an error model refits for its own leave-future-out errors: their saved program
-    (fewer draws and chains; data padded to the fit's length, though they have fewer runs) is loaded while the fit
-    samples, so its prediction loads no sampler, and gives the same bands as without it."""
-    monkeypatch.setitem(config.settings, "lfo.refit_draws", 100)  # refits unlike the fit: a program of their own
+@pytest.fixture
+def samplers(program_dir, monkeypatch):
+    """The sampler programs traced from here on (a sampler takes the runs' mask, a bool array)."""
+    traced, real = [], programs.jax.export.export
+
+    def export(fn):
+        def run(*args):
+            exported = real(fn)(*args)
+            if any(a.dtype == bool for a in exported.in_avals):
+                traced.append(exported)
+            return exported
+        return run
+
+    monkeypatch.setattr(programs.jax.export, "export", export)
+    return traced
+
+
+def test_a_fit_and_its_own_refits_run_in_one_program(samplers, monkeypatch):
+    """A fit predicting with an error model refits for its own leave-future-out errors (fewer runs, draws and
+    chains): they run in the fit's compiled program, so a new user's first process compiles one sampler, and a
+    later process loads one."""
+    monkeypatch.setitem(config.settings, "lfo.refit_draws", 100)  # refits unlike the fit
     runs = _runs().iloc[:9]  # padded to 16; a refit to 8 runs alone would be padded to 8
-    first = _fit(runs).predict({"x": [1e10]}).table()  # a new user: saves the fit's and the refits' programs
-    assert len(list(program_dir.glob("*.bin"))) >= 3  # the fit's, the refits', the noise model's
-    programs.forget()  # a new process
-    samplers, real = [], programs.jax.export.deserialize
-
-    def deserialize(blob):
-        exported = real(blob)
-        if any(a.dtype == bool for a in exported.in_avals):  # a sampler: it takes the runs' mask
-            samplers.append(exported)
-        return exported
-
-    monkeypatch.setattr(programs.jax.export, "deserialize", deserialize)
-    fit = _fit(runs)
-    assert len(samplers) == 2  # the fit's and its refits'
-    second = fit.predict({"x": [1e10]}).table()
-    assert len(samplers) == 2  # none loaded to predict
-    assert second.equals(first)
-    # the raw posterior needs no refits: nothing loaded for them
-    programs.forget()
-    samplers.clear()
-    _fit(runs, error="raw")
+    fit = _fit(runs, chains=4, warmup=400, samples=400)
+    first = fit.predict({"x": [1e10]}).table()
+    assert len(samplers) == 1 and len(fit.own_errors()[0])  # refitted, in the fit's program
+    programs.forget()  # a new process: loads that one program, and predicts the same
+    assert _fit(runs, chains=4, warmup=400, samples=400).predict({"x": [1e10]}).table().equals(first)
     assert len(samplers) == 1
+
+
+def test_a_fleet_its_fits_own_refits_and_its_retries_run_in_one_program(samplers):
+    """``fit_many`` on a CPU (one curve per batch) runs each curve in a single curve's program, padded to the
+    fleet's length: the fits' own refits and the retries of flagged curves (twice the warm-up) run in it too."""
+    x = np.geomspace(1e6, 1e9, 12)
+    noise = np.random.default_rng(1).normal(0, 0.01, (3, 12))
+    runs = pd.DataFrame({"x": np.tile(x, 3)[:-2], "curve": np.repeat([0, 1, 2], 12)[:-2],
+                         "y": (0.5 + np.repeat([2.0, 2.5, 3.0], 12) * np.tile(x / 1e6, 3) ** -0.3
+                               * np.exp(noise.ravel()))[:-2]})
+    fits = bs.fit_many(runs, "M2", x="x", y="y", group="curve", seed=0, **{**FAST, "warmup": 20})
+    for f in fits.values():
+        assert len(f.own_errors()[0])
+    assert fits.refitted  # 20 warm-up steps fail the diagnostics: refitted with 40
+    assert len(samplers) == 1
+
+
+def test_fewer_chains_or_draws_are_the_first_ones_of_more(program_dir):
+    """Chains and draws are lengths of one program: a fit with fewer chains or draws gives the first chains and
+    draws of the same fit with more (same seed)."""
+    runs = _runs()
+    big = _fit(runs, chains=4, samples=500)
+    for kw in (dict(chains=4, samples=200), dict(chains=2, samples=500), dict(chains=1, samples=50)):
+        small = _fit(runs, **kw)
+        for k in big.param_names:
+            want = big.posterior[k].values[:kw["chains"], :kw["samples"]]
+            assert np.array_equal(small.posterior[k].values, want), (kw, k)
+    assert len(list(program_dir.glob("*.bin"))) == 1
 
 
 _GROWTH = """
