@@ -916,11 +916,11 @@ def fit_many(runs, law="M4", *, group: str, y: str = "loss", x=None, inputs=None
     fits = {g: fits[g] for g in groups}
     flagged = [i for i, g in enumerate(groups) if refit_flagged and not fits[g].ok]
     retry = SamplerSettings.for_law(law, chains, 2 * warmup, samples, **sampler)
-    lone = [_lone_curve(rd, groups[i], n_pad) for i in flagged]
-    outs = _sample_jobs(rd, df, retry, [(data, _key(seed + 1000 + i)) for i, (_, data, _) in zip(flagged, lone)],
+    retried = [_lone_curve(rd, groups[i], n_pad) for i in flagged]
+    outs = _sample_jobs(rd, df, retry, [(data, _key(seed + 1000 + i)) for i, (_, data, _) in zip(flagged, retried)],
                         False, False, executor, False, f"NUTS {law.name} refit")
     refitted = []
-    for i, (frame, _, scales), out in zip(flagged, lone, outs):
+    for i, (frame, _, scales), out in zip(flagged, retried, outs):
         g = groups[i]
         f2 = _as_fit(rd, df, retry, seed + 1000 + i, g, frame, scales, out)
         refitted.append(g)
