@@ -142,8 +142,8 @@ def samplers(program_dir, monkeypatch):
 
 def test_a_fit_and_its_own_refits_run_in_one_program(samplers, monkeypatch):
     """A fit predicting with an error model refits for its own leave-future-out errors (fewer runs, draws and
-    chains): they run in the fit's compiled program, so a new user's first process compiles one sampler, and a
-    later process loads one."""
+    chains): they run in the fit's compiled program, so a new user's first process traces and compiles one
+    sampler, and a later process loads it and traces none."""
     monkeypatch.setitem(config.settings, "lfo.refit_draws", 100)  # refits unlike the fit
     runs = _runs().iloc[:9]  # padded to 16; a refit to 8 runs alone would be padded to 8
     fit = _fit(runs, chains=4, warmup=400, samples=400)
