@@ -113,15 +113,12 @@ def call(fn, tag: str | None, *args, n_dev: int = 1):
     leaves, treedef = jax.tree.flatten(args)
     shapes = tuple((np.shape(v), str(v.dtype if hasattr(v, "dtype") else np.result_type(v))) for v in leaves)
     keep = config.settings["cache.enabled"]
-
-    def sig(t, n):  # found again without hashing a file name: a noise model's program is called many times
-        return t, treedef, shapes, n, config.settings["cache.dir"], keep
-
-    if sig(tag, n_dev) not in _LOADED:
+    # found again without hashing a file name: a noise model's program is called many times
+    sig = tag, treedef, shapes, n_dev, config.settings["cache.dir"], keep
+    if sig not in _LOADED:
         path = _path(tag, shapes, treedef, n_dev)
-        _LOADED[sig(tag, n_dev)] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves,
-                                                                           path if keep else None, n_dev)
-    run = _LOADED[sig(tag, n_dev)]
+        _LOADED[sig] = (keep and _load(path, n_dev)) or _export(fn, treedef, leaves, path if keep else None, n_dev)
+    run = _LOADED[sig]
     return fn(*args) if run is None else run(*leaves)
 
 
