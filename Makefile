@@ -28,13 +28,17 @@ $(BENCH): $(STAMP) pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/bayescale demo --out out
 
+# The tests run in one worker process per core (at most 4: each holds its own compiled programs, about 1.5 GiB),
+# test files kept in order and handed to whichever worker is idle; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto --maxprocesses 4
+
 test: $(STAMP)
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "chromium not installed: the report's browser test will be skipped"
-	JAX_PLATFORMS=cpu $(PY) -m pytest -q
+	JAX_PLATFORMS=cpu $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # Slow statistical checks (fuller coverage simulations), deselected from `make test`.
 bench-tests: $(STAMP)
-	JAX_PLATFORMS=cpu $(PY) -m pytest -q -m slow
+	JAX_PLATFORMS=cpu $(PY) -m pytest -q -m slow -n $(TEST_WORKERS) --dist worksteal
 
 # Every table of benchmarks/RESULTS.md is the output of one command below (it names it above the table);
 # `bench-tables` renders them all again from benchmarks/results/*.json without rerunning anything.

@@ -4,6 +4,11 @@ import os
 
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Under pytest-xdist (`make test`) each worker process takes its share of the cores as JAX CPU devices, not all of them
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _workers > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.setdefault("BAYESCALE_CPU_DEVICES", str(max(1, _cores // _workers)))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -31,3 +36,10 @@ def chinchilla_runs():
 @pytest.fixture(scope="session")
 def chinchilla_fit(chinchilla_runs):
     return bs.fit(chinchilla_runs, "chinchilla", inputs={"N": "params", "D": "tokens"}, y="loss", seed=0, **FAST)
+
+
+def pytest_collection_modifyitems(items):
+    """The notebooks' executions first: minutes each, the longest tests. Under pytest-xdist's work stealing
+    (`make test`) one worker starts on them while the others take the short tests, instead of one worker ending the
+    run alone on them; the notebook test files keep their order, so a check of an executed notebook follows its run."""
+    items.sort(key=lambda item: item.path.name != "test_notebooks.py")

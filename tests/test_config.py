@@ -162,3 +162,21 @@ def test_the_first_fit_freezes_the_imported_objects_once(tmp_path, chinchilla_fi
             "print(bs.config.freeze_imports(), gc.get_freeze_count() > before + 50_000, bs.config.freeze_imports())")
     assert run_python(code, tmp_path) == "True True False"
     assert run_python(code, tmp_path, BAYESCALE_GC_FREEZE="off") == "False False False"
+
+
+def test_make_test_runs_a_worker_per_core_each_with_its_share_of_the_cores():
+    """`make test` runs the suite in pytest-xdist workers (a dependency of the test extra), and each worker takes
+    its share of the cores as JAX CPU devices: two workers on two cores do not each start two devices."""
+    import os
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = re.search(r"^test:.*?(?=^\S)", (root / "Makefile").read_text(), re.S | re.M).group(0)
+    assert "-n $(TEST_WORKERS)" in recipe and "--dist worksteal" in recipe
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert any(req.startswith("pytest-xdist") for req in extra)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        assert config.settings["cpu.devices"] == max(1, config.usable_cores() // workers)
