@@ -1,9 +1,10 @@
-"""NUTS for one curve or a batch of curves, compiled into one XLA program.
+"""NUTS for one curve or a batch of curves, compiled into three XLA programs run one after another: starting
+points, chains, outputs (:func:`_program`).
 
 ``numpyro.infer.MCMC.run`` drives the NUTS kernel from Python between chunks; for models this small the runtime
 overhead dominates, so here the kernel (``numpyro.infer.hmc.hmc``) runs inside one jitted loop, vmapped over
 curves for :func:`bayescale.fit_many` and over chains on an accelerator or in a batch. The warm-up length, the
-draws, the chains and the target acceptance are inputs of that program, not constants traced into it (the
+draws, the chains and the target acceptance are inputs of the chains' program, not constants traced into it (the
 warm-up's adaptation is :mod:`bayescale.adaptation`): a single curve's program has room for the default fit's 4
 chains and 1000 draws, so a quick fit and the refits behind a fit's own errors run in the default fit's compiled
 program (one compile, seconds, in a new user's first process) and give its first chains and draws. Each chain and
@@ -265,95 +266,150 @@ def _sample_chains(pe, z_init, settings: SamplerSettings, dense: bool, progress:
     return z, stats
 
 
+def _unravel(model, data):
+    """The map from a flat vector to ``model``'s unconstrained parameters (a pytree), given one curve's data."""
+    shapes = jax.eval_shape(lambda k: prior_draw(model, k, data), jax.random.PRNGKey(0))
+    return ravel_pytree(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))[1]
+
+
+def _whitened(model, centre, sqrt, data):
+    """Joint batches: z_b = m_b + S_b u_b for each curve b (m_b its MAP, S_b S_b^T its Laplace covariance) as a map
+    of u (curve, d) to the curves' flat parameters, and the potential of u summed over the curves."""
+    unravel = _unravel(model, jax.tree.map(lambda a: a[0], data))
+
+    def to_z(u):
+        return centre + jnp.einsum("bij,bj->bi", sqrt, u)
+
+    def pe_one(f, d):
+        return potential_energy(model, (d,), {}, unravel(f))
+
+    def pe(u):
+        return jnp.sum(jax.vmap(pe_one)(to_z(u), data))
+
+    return to_z, pe_one, unravel, pe
+
+
+def _start_one(model, settings: SamplerSettings, dense: bool, n_chains: int, key, data):
+    """One curve's chain key, starting points (:func:`_starts`) and initial inverse mass matrices (the Laplace
+    covariance at each start, or None), and the best MAP potential."""
+    k_start, k_chain = jax.random.split(key)
+    inits, v_best = _starts(model, settings, n_chains, k_start, data)
+    inv_mass = None
+    if settings.laplace_mass and settings.opt_steps > 0:
+        pe = partial(potential_energy, model, (data,), {})
+        inv_mass = jax.vmap(lambda z: _laplace(pe, z)[0 if dense else 1])(inits)
+    return k_chain, (inits, inv_mass), v_best
+
+
+def _start_joint(model, settings: SamplerSettings, n_chains: int, keys, data):
+    """A joint batch's chain key and starting state: each curve's starts, its best optimum as the centre m_b and the
+    square root S_b of the Laplace covariance there (:func:`_whitened`), the chains' starts in u; best potentials."""
+    k_start, k_chain = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
+    inits, v_best = jax.vmap(partial(_starts, model, settings, n_chains))(k_start, data)  # leaves (curve, chain, ...)
+    unravel = _unravel(model, jax.tree.map(lambda a: a[0], data))
+    flat = jax.vmap(jax.vmap(lambda z: ravel_pytree(z)[0]))(inits)  # (curve, chain, d)
+    centre = flat[:, 0]
+    sqrt = jax.vmap(lambda m, d: _laplace(partial(potential_energy, model, (d,), {}), unravel(m))[2])(centre, data)
+    u0 = jnp.swapaxes(jax.vmap(lambda s, f, m: jnp.linalg.solve(s, (f - m).T).T)(sqrt, flat, centre), 0, 1)
+    return k_chain[0], (u0, centre, sqrt), v_best
+
+
+def _chains_one(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, sequential: bool,
+                draws: int, key, state, data, counts):
+    inits, inv_mass = state
+    pe = partial(potential_energy, model, (data,), {})
+    return _sample_chains(pe, inits, settings, dense, progress, n_dev, key, inv_mass, counts, draws, sequential)
+
+
+def _chains_joint(model, settings: SamplerSettings, progress: bool, n_dev: int, draws: int, key, state, data,
+                  counts):
+    """One NUTS run over all curves of a batch, in the whitened u (chain, draw, curve, d) of :func:`_whitened`,
+    with a diagonal mass matrix: one trajectory per chain instead of one per curve and chain, so the batch does not
+    wait for its slowest lane. The curves stay independent a posteriori (the joint potential is a sum); the step
+    size and tree depth are shared, so one badly shaped curve slows, or makes diverge, the batch."""
+    u0, centre, sqrt = state
+    pe = _whitened(model, centre, sqrt, data)[3]
+    return _sample_chains(pe, u0, settings, False, progress, n_dev, key, None, counts, draws)
+
+
 def _outputs(model, data, z):
     samples = jax.vmap(jax.vmap(lambda zz: constrain_fn(model, (data,), {}, zz)))(z)
     return samples, log_likelihood(model, samples, data, batch_ndims=2)["y"]
 
 
-def _one_curve(model, settings: SamplerSettings, dense: bool, progress: bool, n_dev: int, sequential: bool,
-               room: tuple[int, int], key, data, counts):
-    k_start, k_chain = jax.random.split(key)
-    pe = partial(potential_energy, model, (data,), {})
-    inits, v_best = _starts(model, settings, room[0], k_start, data)
-    if settings.laplace_mass and settings.opt_steps > 0:
-        inv_mass = jax.vmap(lambda z: _laplace(pe, z)[0 if dense else 1])(inits)
-    else:
-        inv_mass = None
-    z, stats = _sample_chains(pe, inits, settings, dense, progress, n_dev, k_chain, inv_mass, counts, room[1],
-                              sequential)
-    samples, ll = _outputs(model, data, z)
-    return samples, ll, stats, v_best
-
-
-def _joint(model, settings: SamplerSettings, progress: bool, n_dev: int, room: tuple[int, int], keys, data, counts):
-    """One NUTS run over all curves of a batch, each curve whitened by its Laplace approximation.
-
-    Curve b's parameters are z_b = m_b + S_b u_b (m_b its MAP, S_b S_b^T its Laplace covariance), and NUTS samples
-    all u_b together with a diagonal mass matrix: one trajectory per chain instead of one per curve and chain, so
-    the batch does not wait for its slowest lane. The curves stay independent a posteriori (the joint potential is
-    a sum); the step size and tree depth are shared, so one badly shaped curve slows, or makes diverge, the batch.
-    """
-    k_start, k_chain = jax.vmap(lambda k: jax.random.split(k))(keys).transpose(1, 0, 2)
-
-    def pe_one(z, d):
-        return potential_energy(model, (d,), {}, z)
-
-    inits, v_best = jax.vmap(partial(_starts, model, settings, room[0]))(k_start, data)  # leaves (curve, chain, ...)
-    unravel = ravel_pytree(jax.tree.map(lambda a: a[0, 0], inits))[1]
-    flat = jax.vmap(jax.vmap(lambda z: ravel_pytree(z)[0]))(inits)  # (curve, chain, d)
-    centre = flat[:, 0]
-    sqrt = jax.vmap(lambda m, d: _laplace(lambda z: pe_one(z, d), unravel(m))[2])(centre, data)  # (curve, d, d)
-
-    def to_z(u):  # (curve, d) -> flat z (curve, d)
-        return centre + jnp.einsum("bij,bj->bi", sqrt, u)
-
-    def pe(u):
-        return jnp.sum(jax.vmap(lambda f, d: pe_one(unravel(f), d))(to_z(u), data))
-
-    u0 = jnp.swapaxes(jax.vmap(lambda s, f, m: jnp.linalg.solve(s, (f - m).T).T)(sqrt, flat, centre), 0, 1)
-    # u (chain, draw, curve, d)
-    u, stats = _sample_chains(pe, u0, settings, False, progress, n_dev, k_chain[0], None, counts, room[1])
+def _outputs_joint(model, u, state, data):
+    """Each curve's constrained draws, pointwise log-likelihood and log density from a joint run's u."""
+    _, centre, sqrt = state
+    to_z, pe_one, unravel, _ = _whitened(model, centre, sqrt, data)
     z = jax.vmap(jax.vmap(to_z))(u)  # (chain, draw, curve, d)
 
     def per_curve(zc, d):  # zc (chain, draw, d)
         samples, ll = _outputs(model, d, jax.vmap(jax.vmap(unravel))(zc))
-        lp = -jax.vmap(jax.vmap(lambda f: pe_one(unravel(f), d)))(zc)
-        return samples, ll, lp
+        return samples, ll, -jax.vmap(jax.vmap(lambda f: pe_one(f, d)))(zc)
 
-    samples, ll, lp = jax.vmap(per_curve, in_axes=(2, 0))(z, data)
-    n_curves = lp.shape[0]
-    stats = {k: jnp.broadcast_to(v, (n_curves, *v.shape)) for k, v in stats.items()}
-    stats["lp"] = lp
-    return samples, ll, stats, v_best
+    return jax.vmap(per_curve, in_axes=(2, 0))(z, data)
 
 
-@partial(jax.jit, static_argnames=("model", "settings", "dense", "batched", "progress", "n_dev", "room", "joint",
-                                   "sequential"))
-def _run(model, settings, dense, batched, progress, n_dev, room, keys, data, counts, joint=False, sequential=False):
+_STATIC = ("model", "settings", "dense", "batched", "joint", "progress", "n_dev", "room", "sequential")
+
+
+@partial(jax.jit, static_argnames=_STATIC)
+def _start(keys, data, *, model, settings, dense, batched, joint, room, **_):
     if joint:
-        return _joint(model, settings, progress, n_dev, room, keys, data, counts)
-    f = partial(_one_curve, model, settings, dense, progress, n_dev, sequential, room)
-    return jax.vmap(f, in_axes=(0, 0, None))(keys, data, counts) if batched else f(keys, data, counts)
+        return _start_joint(model, settings, room[0], keys, data)
+    f = partial(_start_one, model, settings, dense, room[0])
+    return jax.vmap(f)(keys, data) if batched else f(keys, data)
+
+
+@partial(jax.jit, static_argnames=_STATIC)
+def _chains(key, state, data, counts, *, model, settings, dense, batched, joint, progress, n_dev, room, sequential):
+    if joint:
+        return _chains_joint(model, settings, progress, n_dev, room[1], key, state, data, counts)
+    f = partial(_chains_one, model, settings, dense, progress, n_dev, sequential, room[1])
+    return jax.vmap(f, in_axes=(0, 0, 0, None))(key, state, data, counts) if batched else f(key, state, data, counts)
+
+
+@partial(jax.jit, static_argnames=_STATIC)
+def _finish(z, state, data, *, model, batched, joint, **_):
+    if joint:
+        return _outputs_joint(model, z, state, data)
+    return jax.vmap(partial(_outputs, model))(data, z) if batched else _outputs(model, data, z)
 
 
 def _program(model, settings: SamplerSettings, n_params: int, batched: bool, steps: bool, joint: bool,
              program: str | None):
-    """The run of ``settings`` (a function of key, data and :class:`_Counts`), the tag of its saved program (None:
-    traced in every process) and its device count.
+    """The three programs of a run of ``settings``, run one after another: starting points (:func:`_start`), NUTS
+    chains (:func:`_chains`, a function of :class:`_Counts` too) and outputs (:func:`_finish`), each with the tag
+    of its saved program (None: traced in every process); and the chains' device count.
 
-    Only what shapes the program is in the tag: warm-up length, draws, chains (up to the program's room, see
-    :func:`_room`) and the target acceptance are inputs. On CPUs each curve's chains run one after another on each
-    device: no batched NUTS loop to trace (seconds of a first fit) and no chain waiting in lock step for the longest
-    trajectory (fit_many of the 72 IC curves 264 -> 163 s, benchmarks/speed.py); accelerators, and joint batches
-    (one trajectory per chain), stay vectorised.
+    Three programs, not one: XLA's compile time grows faster than the program (a sigmoid law with beta noise: 70 s
+    as one program, about 15 s in these pieces), and the starting and output programs do not depend on NUTS'
+    settings or on a progress bar. Only what shapes a program is in its tag: warm-up length, draws, chains (up to
+    the program's room, see :func:`_room`) and the target acceptance are inputs. On CPUs each curve's chains run
+    one after another on each device: no batched NUTS loop to trace (seconds of a first fit) and no chain waiting
+    in lock step for the longest trajectory (fit_many of the 72 IC curves 264 -> 163 s, benchmarks/speed.py);
+    accelerators, and joint batches (one trajectory per chain), stay vectorised.
     """
     chains, draws, n_dev = _room(settings, batched)
     dense = settings.dense_mass if settings.dense_mass is not None else n_params <= 12
     shape = replace(settings, num_chains=1, num_warmup=0, num_samples=1, target_accept=0.5)  # lengths: inputs
-    run = partial(_run, model, shape, dense, batched, steps, n_dev, (chains, draws), joint=bool(joint and batched),
-                  sequential=not (joint and batched) and jax.default_backend() == "cpu")
-    tag = None if program is None or steps else repr((program, shape, (chains, draws), dense, batched, joint))
-    return run, tag, n_dev
+    joint = bool(joint and batched)
+    static = dict(model=model, settings=shape, dense=dense, batched=batched, joint=joint, progress=steps,
+                  n_dev=n_dev, room=(chains, draws), sequential=not joint and jax.default_backend() == "cpu")
+    start_shape = replace(shape, max_tree_depth=0, dense_mass=None)  # NUTS' own settings do not shape the starts
+    tags = {"start": (start_shape, chains, dense, batched, joint), "chains": (shape, (chains, draws), dense, batched,
+                                                                             joint, n_dev),
+            "finish": (batched, joint)}
+    runs = {"start": partial(_start, **static), "chains": partial(_chains, **static),
+            "finish": partial(_finish, **static)}
+    named = {k: None if program is None or (steps and k == "chains") else repr((program, k, *tags[k])) for k in tags}
+    return runs, named, n_dev
+
+
+def _host(tree):
+    """Outputs of one program as numpy arrays, inputs of the next (a program compiled for one device refuses arrays
+    placed on several)."""
+    return jax.tree.map(np.asarray, tree)
 
 
 def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched: bool = False,
@@ -362,10 +418,10 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
 
     Returns numpy dicts: constrained samples (chain, draw, ...), pointwise log-likelihood, sample stats, and the
     best MAP potential found during initialisation. ``joint`` (with ``batched``) samples the batch's curves in one
-    Laplace-whitened NUTS run (:func:`_joint`) instead of one NUTS per curve. ``program``: a name for ``model``
+    Laplace-whitened NUTS run (:func:`_chains_joint`) instead of one NUTS per curve. ``program``: a name for ``model``
     that says all it depends on besides bayescale's code (:mod:`bayescale.programs` then keeps its traced
-    program on disk); None: traced in every process. ``progress``: True, a bar advanced from inside the program
-    (a host callback, so the program is traced anew); None, on a terminal the same where ``program`` is None,
+    programs on disk); None: traced in every process. ``progress``: True, a bar advanced from inside the chains'
+    program (a host callback, so that program is traced anew); None, on a terminal the same where ``program`` is None,
     else a bar for the whole run (the saved program has no callback); False, none.
     """
     config.setup()  # compilation cache and CPU devices, once per process
@@ -378,15 +434,20 @@ def run_nuts(model, data, key, settings: SamplerSettings, n_params: int, batched
     counts = _Counts(adaptation.schedule(settings.num_warmup, settings.target_accept),
                      np.int32(settings.num_samples), np.int32(settings.num_chains))
     try:
-        run, tag, n_dev = _program(model, settings, n_params, batched, steps, joint, program)
+        runs, tags, n_dev = _program(model, settings, n_params, batched, steps, joint, program)
+        k_chain, state, v_best = _host(programs.call(runs["start"], tags["start"], key, data))
         if whole:
             _progress_update(-1)
-        samples, ll, stats, v_best = jax.tree.map(np.asarray, programs.call(run, tag, key, data, counts, n_dev=n_dev))
+        z, stats = _host(programs.call(runs["chains"], tags["chains"], k_chain, state, data, counts, n_dev=n_dev))
         if whole:
             _progress_update(_BAR["total"] - 1)
+        joint = bool(joint and batched)  # the state the outputs need: a joint run's whitening
+        samples, ll, *lp = _host(programs.call(runs["finish"], tags["finish"], z, state if joint else (), data))
     finally:
         if "bar" in _BAR:
             _BAR.pop("bar").close()
+    if lp:  # a joint batch: each curve's own log density, and the shared chains' statistics for each curve
+        stats = {k: np.broadcast_to(v, (lp[0].shape[0], *v.shape)) for k, v in stats.items()} | {"lp": lp[0]}
     kept = (slice(None),) * batched + (slice(settings.num_chains), slice(settings.num_samples))
     samples, ll, stats = jax.tree.map(lambda a: a[kept].copy(), (samples, ll, stats))  # the room's rest dropped
     return samples, ll, stats, v_best

@@ -98,6 +98,25 @@ def shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def fresh_process(code: str, args: list, env: dict, cwd: Path = ROOT) -> dict:
+    """``code`` run as a fresh Python process in ``cwd`` (first on its import path: the bayescale it imports):
+    wall seconds, peak RSS (MiB) and the phases it reports (its last stderr line, JSON)."""
+    import time
+
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty child cannot block on a full pipe
+        t0 = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                             stderr=log)
+        _, status, usage = os.wait4(p.pid, 0)  # wait4: this child's own peak memory
+        wall = time.perf_counter() - t0
+        log.seek(0)
+        err = log.read()
+    code_ = os.waitstatus_to_exitcode(status)
+    if code_:
+        raise RuntimeError(f"script failed ({code_}):\n{err[-2000:]}")
+    return {"wall": wall, "peak_mib": usage.ru_maxrss / 1024, **json.loads(err.strip().splitlines()[-1])}
+
+
 def save_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=1, default=float) + "\n")

@@ -28,18 +28,15 @@ and the prediction; private and file-backed pages apart, Linux ``/proc/self/stat
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (ROOT, Table, command_line, describe, load_json, loadavg, machine_info, output_args,
-                                publish, save_json, shown)
+from benchmarks._common import (Table, command_line, describe, fresh_process, load_json, loadavg, machine_info,
+                                output_args, publish, save_json, shown)
 from benchmarks._peer import version as peer_version
 
 BAYESCALE = """
@@ -135,23 +132,6 @@ print(json.dumps({"import": t1 - t0, "fit": t2 - t1}), file=sys.stderr)
 """
 
 
-def _once(code: str, args: list, env: dict, cwd: Path = ROOT) -> dict:
-    """One fresh process in ``cwd`` (first on its import path: the bayescale it imports): wall seconds, peak RSS
-    (MiB) and the phases it reports (its last stderr line)."""
-    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty child cannot block on a full pipe
-        t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                             stderr=log)
-        _, status, usage = os.wait4(p.pid, 0)  # wait4: this child's own peak memory
-        wall = time.perf_counter() - t0
-        log.seek(0)
-        err = log.read()
-    code_ = os.waitstatus_to_exitcode(status)
-    if code_:
-        raise RuntimeError(f"script failed ({code_}):\n{err[-2000:]}")
-    return {"wall": wall, "peak_mib": usage.ru_maxrss / 1024, **json.loads(err.strip().splitlines()[-1])}
-
-
 def run(repeats: int, resamples: int, baseline: Path | None = None) -> dict:
     from bayescale.datasets import path
 
@@ -159,18 +139,18 @@ def run(repeats: int, resamples: int, baseline: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as base_cache:
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "BAYESCALE_JAX_CACHE": cache}
         base_env = {**env, "BAYESCALE_JAX_CACHE": base_cache}
-        cold = _once(BAYESCALE, [], env)
+        cold = fresh_process(BAYESCALE, [], env)
         if baseline is not None:
-            _once(BAYESCALE, [], base_env, baseline)  # its cache warmed, untimed
+            fresh_process(BAYESCALE, [], base_env, baseline)  # its cache warmed, untimed
         warm, boot, peer, base, version = [], [], [], [], peer_version()
         for _ in range(repeats):  # alternate, so drifts in the machine's load hit all alike
-            warm.append(_once(BAYESCALE, [], env))
+            warm.append(fresh_process(BAYESCALE, [], env))
             if baseline is not None:
-                base.append(_once(BAYESCALE, [], base_env, baseline))
-            boot.append(_once(BOOTSTRAP, [csv, str(resamples)], env))
+                base.append(fresh_process(BAYESCALE, [], base_env, baseline))
+            boot.append(fresh_process(BOOTSTRAP, [csv, str(resamples)], env))
             if version:
-                peer.append(_once(PEER, [csv], env))
-        memory = _once(MEMORY, [], env)["steps"] if Path("/proc/self/status").exists() else []
+                peer.append(fresh_process(PEER, [csv], env))
+        memory = fresh_process(MEMORY, [], env)["steps"] if Path("/proc/self/status").exists() else []
     out = {"cold": cold, "warm": warm, "bootstrap": boot, "peer": peer, "peer_version": version, "memory": memory}
     if baseline is not None:
         rev = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,

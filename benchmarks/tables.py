@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks._common import RESULTS, RESULTS_MD, self_check, stale_tables, write_tables
 
-MODULES = ("speed", "first_answer", "own_errors", "batching", "fleet", "honest_bands", "stacking",
+MODULES = ("speed", "first_answer", "cold_fit", "own_errors", "batching", "fleet", "honest_bands", "stacking",
            "robust_chinchilla", "misspecified", "pfn", "pfn_views", "pfn_error", "pfn_speed", "init", "coverage",
            "active_learning", "report_screenshot", "local_fit", "replay_rescore", "extrapolation")
 

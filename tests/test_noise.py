@@ -41,6 +41,30 @@ def test_density_integrates_to_one_and_draws_follow_it(likelihood):
         assert np.interp(q, y, cdf) == pytest.approx(np.mean(draws <= q), abs=0.015)
 
 
+@pytest.mark.parametrize("likelihood", list(CASES))
+def test_a_fits_noise_density_is_scipys(likelihood):
+    """The density a fit's model uses (its ``df`` a number; Student-t's normalising constant and beta's ln Gamma
+    computed outside XLA's expansions) against SciPy's, over a wide range of means and scales."""
+    from scipy import stats
+
+    mu, sigma = CASES[likelihood]
+    for scale in (0.02, 1.0, 3.0):
+        s = sigma * scale
+        y = _grid(likelihood, mu)[::4000]
+        got = np.asarray(noise.noise_dist(likelihood, mu, s, df=4.0).log_prob(y))
+        if likelihood == "beta":
+            m = noise.SQUEEZE + (1 - 2 * noise.SQUEEZE) * mu
+            phi = 1 / min(s**2, noise.MAX_REL_SD**2) - 1
+            want = stats.beta(m * phi, (1 - m) * phi, loc=-noise.SQUEEZE / (1 - 2 * noise.SQUEEZE),
+                              scale=1 / (1 - 2 * noise.SQUEEZE)).logpdf(y)
+        else:
+            want = {"lognormal": stats.lognorm(s, scale=mu).logpdf(y),
+                    "normal": stats.norm(mu, s).logpdf(y),
+                    "studentt": stats.t(4.0, mu, s).logpdf(y),
+                    "logstudentt": stats.t(4.0, np.log(mu), s).logpdf(np.log(y)) - np.log(y)}[likelihood]
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9, err_msg=f"{likelihood} at scale {s}")
+
+
 @pytest.mark.parametrize("likelihood", [k for k in CASES if k != "beta"])
 def test_log_sd_is_the_sd_of_ln_y(likelihood):
     """``log_sd`` (the noise's sd of ln y, what the extrapolation error adds to) matches the draws'; beta's is a

@@ -1,5 +1,7 @@
-"""Saved sampling programs (``bayescale.programs``): a new process loads the traced program instead of tracing it,
-with the same draws; nothing is saved for a user's own law; a damaged file is traced again."""
+"""Saved sampling programs (``bayescale.programs``): a new process loads the traced programs instead of tracing
+them, with the same draws; nothing is saved for a user's own law; a damaged file is traced again. A fit's sampler is
+three programs (starting points, chains, outputs), so NUTS' own settings or a progress bar leave the others as
+they are."""
 
 import os
 import platform
@@ -39,7 +41,7 @@ def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_d
     runs, real_export = _runs(), programs.jax.export.export
     first = _fit(runs)
     saved = list(program_dir.glob("*.bin"))
-    assert len(saved) == 1
+    assert len(saved) == 3  # starting points, chains, outputs
     programs.forget()  # a new process
 
     def no_tracing(*a, **k):
@@ -64,7 +66,7 @@ def test_a_saved_program_is_loaded_not_traced_and_gives_the_same_draws(program_d
 def test_a_damaged_program_file_is_traced_again(program_dir, monkeypatch):
     runs = _runs()
     first = _fit(runs)
-    (path,) = program_dir.glob("*.bin")
+    path = sorted(program_dir.glob("*.bin"))[0]
     path.write_bytes(b"not a program")
     programs.forget()
     second = _fit(runs)
@@ -88,20 +90,23 @@ def test_a_users_law_is_never_saved(program_dir):
 def test_a_different_shape_or_setting_is_another_program(program_dir):
     runs = _runs()
     _fit(runs)
-    _fit(runs, max_tree_depth=8)
+    assert len(list(program_dir.glob("*.bin"))) == 3
+    _fit(runs, max_tree_depth=8)  # a NUTS setting: another chains' program, the same starts and outputs
+    assert len(list(program_dir.glob("*.bin"))) == 4
     _fit(runs.iloc[:10])  # padded to the same length: no new program for fewer runs
     # lengths are the program's inputs: other warm-up, draws, chains or target acceptance run in the same program
     _fit(runs, warmup=100, samples=200, chains=3, target_accept=0.95)
-    assert len(list(program_dir.glob("*.bin"))) == 2
+    assert len(list(program_dir.glob("*.bin"))) == 4
 
 
-def test_a_progress_bar_from_inside_the_program_is_never_saved(program_dir, capsys):
-    """``progress=True`` advances a bar from inside the program (a host callback, which cannot be saved): traced, not
-    saved, and the same draws as the saved program gives (with lognormal noise: with Student-t noise on several CPU
-    devices a program traced straight into XLA rounds differently from an exported one, which NUTS amplifies)."""
+def test_a_progress_bar_from_inside_the_chains_program_is_never_saved(program_dir, capsys):
+    """``progress=True`` advances a bar from inside the chains' program (a host callback, which cannot be saved):
+    that program is traced, not saved, while the starting points' and the outputs' are; and the same draws as the
+    saved programs give (with lognormal noise: with Student-t noise on several CPU devices a program traced straight
+    into XLA rounds differently from an exported one, which NUTS amplifies)."""
     runs = _runs()
     shown = _fit(runs, progress=True, likelihood="lognormal")
-    assert not program_dir.exists() or not list(program_dir.glob("*.bin"))
+    assert len(list(program_dir.glob("*.bin"))) == 2
     assert "NUTS M2" in capsys.readouterr().err
     saved = _fit(runs, likelihood="lognormal")
     assert np.array_equal(shown.posterior["c"].values, saved.posterior["c"].values)
@@ -128,7 +133,8 @@ def test_the_noise_models_programs_are_saved_and_loaded_with_the_same_results(pr
 
 @pytest.fixture
 def samplers(program_dir, monkeypatch):
-    """The sampler programs traced from here on (a sampler takes the runs' mask, a bool array)."""
+    """The sampler programs traced from here on (each of a sampler's three programs takes the runs' mask, a bool
+    array)."""
     traced, real = [], programs.jax.export.export
 
     def export(fn):
@@ -143,21 +149,21 @@ def samplers(program_dir, monkeypatch):
     return traced
 
 
-def test_a_fit_and_its_own_refits_run_in_one_program(samplers, monkeypatch):
+def test_a_fit_and_its_own_refits_run_in_one_sampler(samplers, monkeypatch):
     """A fit predicting with an error model refits for its own leave-future-out errors (fewer runs, draws and
-    chains): they run in the fit's compiled program, so a new user's first process traces and compiles one
+    chains): they run in the fit's compiled programs, so a new user's first process traces and compiles one
     sampler, and a later process loads it and traces none."""
     monkeypatch.setitem(config.settings, "lfo.refit_draws", 100)  # refits unlike the fit
     runs = _runs().iloc[:9]  # padded to 16; a refit to 8 runs alone would be padded to 8
     fit = _fit(runs, chains=4, warmup=400, samples=400)
     first = fit.predict({"x": [1e10]}).table()
-    assert len(samplers) == 1 and len(fit.own_errors()[0])  # refitted, in the fit's program
-    programs.forget()  # a new process: loads that one program, and predicts the same
+    assert len(samplers) == 3 and len(fit.own_errors()[0])  # refitted, in the fit's programs
+    programs.forget()  # a new process: loads those programs, and predicts the same
     assert _fit(runs, chains=4, warmup=400, samples=400).predict({"x": [1e10]}).table().equals(first)
-    assert len(samplers) == 1
+    assert len(samplers) == 3
 
 
-def test_a_fleet_its_fits_own_refits_and_its_retries_run_in_one_program(samplers):
+def test_a_fleet_its_fits_own_refits_and_its_retries_run_in_one_sampler(samplers):
     """``fit_many`` on a CPU (one curve per batch) runs each curve in a single curve's program, padded to the
     fleet's length: the fits' own refits and the retries of flagged curves (twice the warm-up) run in it too."""
     x = np.geomspace(1e6, 1e9, 12)
@@ -169,7 +175,7 @@ def test_a_fleet_its_fits_own_refits_and_its_retries_run_in_one_program(samplers
     for f in fits.values():
         assert len(f.own_errors()[0])
     assert fits.refitted  # 20 warm-up steps fail the diagnostics: refitted with 40
-    assert len(samplers) == 1
+    assert len(samplers) == 3  # a single curve's starting points, chains and outputs
 
 
 def test_fewer_chains_or_draws_are_the_first_ones_of_more(program_dir):
@@ -182,7 +188,7 @@ def test_fewer_chains_or_draws_are_the_first_ones_of_more(program_dir):
         for k in big.param_names:
             want = big.posterior[k].values[:kw["chains"], :kw["samples"]]
             assert np.array_equal(small.posterior[k].values, want), (kw, k)
-    assert len(list(program_dir.glob("*.bin"))) == 1
+    assert len(list(program_dir.glob("*.bin"))) == 3
 
 
 _GROWTH = """
