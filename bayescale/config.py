@@ -21,7 +21,7 @@ take their defaults from the environment when this module is imported:
   (:mod:`bayescale.programs`) are kept; ``BAYESCALE_JAX_CACHE`` is a directory, or ``off`` (also ``0``, ``none``,
   ``false``, empty); default ``~/.cache/bayescale/jax``;
 - ``cache.min_compile_secs``: ``BAYESCALE_JAX_CACHE_MIN_COMPILE_SECS``, programs compiling faster are not written
-  (default 0.05). A fit is one program that compiles in seconds; a prediction's draws and densities compile in about
+  (default 0.05). A fit is three programs that compile in seconds; a prediction's draws and densities compile in about
   a tenth of a second each, and reading them back takes a few milliseconds. JAX's op-by-op programs compile faster
   than the default (hundredths of a second each, one file per shape), so they are not written;
 - ``cpu.devices``: ``BAYESCALE_CPU_DEVICES``, default the usable cores, at most 8;

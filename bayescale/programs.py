@@ -15,6 +15,10 @@ but the program still runs as the exported one it would have saved: a program tr
 differently across several CPU devices (Student-t noise, 2 devices), so the same seed gives the same draws
 whether the cache is on or off.
 
+``jax.export`` lowers for older runtimes too: ``lax.lgamma`` and ``lax.digamma`` become hundreds of operations each
+rather than calls to the CPU's kernels, which a saved sampler would take seconds more to compile; the fits' noise
+models keep them out of their densities (:mod:`bayescale.noise`).
+
 Loading a saved NUTS program's compiled code costs most of a second (XLA links a few hundred kernels). A load
 frees most of what it allocates; the C heap then gives those pages back to the system (glibc), so each loaded
 program stays resident at its own size.
