@@ -29,12 +29,13 @@ demo: $(STAMP)
 	$(VENV)/bin/bayescale demo --out out
 
 # The tests run in one worker process per core (at most 4: each holds its own compiled programs, about 1.5 GiB),
-# test files kept in order and handed to whichever worker is idle; TEST_WORKERS=0 runs them in this process.
+# test files kept in order and handed to whichever worker is idle; TEST_WORKERS=0 runs them in this process. The
+# fifteen slowest tests are listed at the end.
 TEST_WORKERS ?= auto --maxprocesses 4
 
 test: $(STAMP)
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "chromium not installed: the report's browser test will be skipped"
-	JAX_PLATFORMS=cpu $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	JAX_PLATFORMS=cpu $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 
 # Slow statistical checks (fuller coverage simulations), deselected from `make test`.
 bench-tests: $(STAMP)

@@ -382,9 +382,9 @@ def _program(model, settings: SamplerSettings, n_params: int, batched: bool, ste
     chains (:func:`_chains`, a function of :class:`_Counts` too) and outputs (:func:`_finish`), each with the tag
     of its saved program (None: traced in every process); and the chains' device count.
 
-    Three programs, not one: XLA's compile time grows faster than the program (a sigmoid law with beta noise: 70 s
-    as one program, about 15 s in these pieces), and the starting and output programs do not depend on NUTS'
-    settings or on a progress bar. Only what shapes a program is in its tag: warm-up length, draws, chains (up to
+    Three programs, not one: XLA's compile time grows faster than the program (a first M4 fit compiles in 0.83x
+    the time, and a process that loads the three holds less memory: ``benchmarks/cold_fit.py``), and the starting
+    and output programs do not depend on NUTS' settings or on a progress bar. Only what shapes a program is in its tag: warm-up length, draws, chains (up to
     the program's room, see :func:`_room`) and the target acceptance are inputs. On CPUs each curve's chains run
     one after another on each device: no batched NUTS loop to trace (seconds of a first fit) and no chain waiting
     in lock step for the longest trajectory (fit_many of the 72 IC curves 264 -> 163 s, benchmarks/speed.py);
@@ -397,8 +397,8 @@ def _program(model, settings: SamplerSettings, n_params: int, batched: bool, ste
     static = dict(model=model, settings=shape, dense=dense, batched=batched, joint=joint, progress=steps,
                   n_dev=n_dev, room=(chains, draws), sequential=not joint and jax.default_backend() == "cpu")
     start_shape = replace(shape, max_tree_depth=0, dense_mass=None)  # NUTS' own settings do not shape the starts
-    tags = {"start": (start_shape, chains, dense, batched, joint), "chains": (shape, (chains, draws), dense, batched,
-                                                                             joint, n_dev),
+    tags = {"start": (start_shape, chains, dense, batched, joint),
+            "chains": (shape, (chains, draws), dense, batched, joint, n_dev),
             "finish": (batched, joint)}
     runs = {"start": partial(_start, **static), "chains": partial(_chains, **static),
             "finish": partial(_finish, **static)}
