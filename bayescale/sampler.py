@@ -382,9 +382,10 @@ def _program(model, settings: SamplerSettings, n_params: int, batched: bool, ste
     chains (:func:`_chains`, a function of :class:`_Counts` too) and outputs (:func:`_finish`), each with the tag
     of its saved program (None: traced in every process); and the chains' device count.
 
-    Three programs, not one: XLA's compile time grows faster than the program (a first M4 fit compiles in 0.83x
-    the time, and a process that loads the three holds less memory: ``benchmarks/cold_fit.py``), and the starting
-    and output programs do not depend on NUTS' settings or on a progress bar. Only what shapes a program is in its tag: warm-up length, draws, chains (up to
+    Three programs, not one: XLA's compile time grows faster than the program (a first M4 fit compiled in 0.83x
+    the time of one program, and a process holds less memory having loaded the three: ``benchmarks/RESULTS.md``, "A
+    first fit with an empty compilation cache"), and the starting and output programs do not depend on NUTS'
+    settings or on a progress bar. Only what shapes a program is in its tag: warm-up length, draws, chains (up to
     the program's room, see :func:`_room`) and the target acceptance are inputs. On CPUs each curve's chains run
     one after another on each device: no batched NUTS loop to trace (seconds of a first fit) and no chain waiting
     in lock step for the longest trajectory (fit_many of the 72 IC curves 264 -> 163 s, benchmarks/speed.py);
