@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -101,8 +102,6 @@ def shown(path: Path) -> str:
 def fresh_process(code: str, args: list, env: dict, cwd: Path = ROOT) -> dict:
     """``code`` run as a fresh Python process in ``cwd`` (first on its import path: the bayescale it imports):
     wall seconds, peak RSS (MiB) and the phases it reports (its last stderr line, JSON)."""
-    import time
-
     with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty child cannot block on a full pipe
         t0 = time.perf_counter()
         p = subprocess.Popen([sys.executable, "-c", code, *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
