@@ -137,39 +137,62 @@ def _student_t(df, loc, scale):
     return dist.StudentT(df, loc, scale)
 
 
-# one compiled program per likelihood and shape: run op by op, each of a distribution's dozens of operations would
-# be compiled on its own (about a second in all for a first prediction); kept traced on disk (bayescale.programs),
-# so that a new process does not trace and lower them again
+# one compiled program per likelihood and length (:func:`_chunked`): run op by op, each of a distribution's dozens
+# of operations would be compiled on its own (about a second in all for a first prediction); kept traced on disk
+# (bayescale.programs), so that a new process does not trace and lower them again
 @functools.partial(jax.jit, static_argnames="likelihood")
-def _log_prob(likelihood, y, mu, sigma, df, errors):
+def _log_prob(likelihood, df, chunk, y, mu, sigma, errors):
     return noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y)
 
 
 @functools.partial(jax.jit, static_argnames="likelihood")
-def _sample(likelihood, key, mu, sigma, df, errors):
-    return noise_dist(likelihood, mu, sigma, df=df, **errors).sample(key)
+def _sample(likelihood, key, df, chunk, mu, sigma, errors):
+    return noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.fold_in(key, chunk))
 
 
-def _arrays(errors: dict) -> dict:
-    return {k: None if v is None else jnp.asarray(v, jnp.float64) for k, v in errors.items()}
+SMALL, CHUNK = 1024, 16384  # the two lengths the noise programs are compiled for
+
+
+def _chunked(*arrays) -> tuple[list, tuple, int]:
+    """``arrays`` (None kept) broadcast together, flattened and padded with their last value to :data:`SMALL`
+    elements or to whole chunks of :data:`CHUNK` (rows of a 2-d array), with their common shape and size: two
+    compiled programs per noise model serve every shape a prediction asks (a Student-t sampler is over a second of
+    compile, and about 1 us per element to run)."""
+    given = [np.asarray(a, np.float64) for a in arrays if a is not None]
+    shape = np.broadcast_shapes(*(a.shape for a in given))
+    size = math.prod(shape)
+    width = SMALL if size <= SMALL else CHUNK
+    room = width * max(1, -(-size // width))
+    flat = iter([np.pad(np.broadcast_to(a, shape).ravel(), (0, room - size), mode="edge").reshape(-1, width)
+                 if size else np.ones((1, width)) for a in given])
+    return [None if a is None else next(flat) for a in arrays], shape, size
+
+
+def _by_chunk(fn, tag: str, lead: tuple, arrays: tuple, errors: dict) -> np.ndarray:
+    """``fn(*lead, i, *row i of arrays, row i of errors)`` for each chunk ``i`` of the :func:`_chunked` ``arrays``
+    and ``errors``, through the saved program of ``tag``; the first elements, in the arrays' broadcast shape."""
+    names = sorted(errors)
+    rows, shape, size = _chunked(*arrays, *(errors[k] for k in names))
+    rows, err = rows[:len(arrays)], dict(zip(names, rows[len(arrays):]))
+    out = [programs.call(fn, tag, *lead, np.int32(i), *(a[i] for a in rows),
+                         {k: None if v is None else v[i] for k, v in err.items()}) for i in range(len(rows[0]))]
+    return np.concatenate([np.asarray(o) for o in out])[:size].reshape(shape)
 
 
 def log_prob(likelihood: str, y, mu, sigma, df: float = 4.0, **errors) -> np.ndarray:
     """``log p(y | mu, sigma)`` as a NumPy array (arguments broadcast); ``errors``: ``se``/``y_ref``/``extra``."""
-    args = (*(jnp.asarray(v, jnp.float64) for v in (y, mu, sigma, df)), _arrays(errors))
-    return np.asarray(programs.call(functools.partial(_log_prob, likelihood), f"noise.log_prob|{likelihood}", *args))
+    return _by_chunk(functools.partial(_log_prob, likelihood), f"noise.log_prob|{likelihood}", (np.float64(df),),
+                     (y, mu, sigma), errors)
 
 
 def sample(likelihood: str, mu, sigma, seed, df: float = 4.0, **errors) -> np.ndarray:
-    """One new run per element of ``mu`` (broadcast with ``sigma``) as a NumPy array; ``seed``: an int or a
-    ``numpy.random.Generator`` (a JAX key is drawn from it). Beta noise: runs in [0, 1], exact 0s and 1s included."""
+    """One new run per element of ``mu`` (broadcast with ``sigma`` and ``errors``) as a NumPy array; ``seed``: an
+    int or a ``numpy.random.Generator`` (a JAX key is drawn from it). Beta noise: runs in [0, 1], exact 0s and 1s
+    included."""
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2**31))
-    mu, sigma = np.asarray(mu, float), np.asarray(sigma, float)
-    shape = np.broadcast_shapes(mu.shape, sigma.shape, *(np.shape(v) for v in errors.values() if v is not None))
-    args = (jax.random.PRNGKey(seed), jnp.broadcast_to(mu, shape), jnp.asarray(sigma, jnp.float64),
-            jnp.asarray(df, jnp.float64), _arrays(errors))
-    y = np.asarray(programs.call(functools.partial(_sample, likelihood), f"noise.sample|{likelihood}", *args))
+    lead = (np.asarray(jax.random.PRNGKey(seed)), np.float64(df))
+    y = _by_chunk(functools.partial(_sample, likelihood), f"noise.sample|{likelihood}", lead, (mu, sigma), errors)
     return np.clip(y, 0.0, 1.0) if likelihood == "beta" else y  # the squeeze's margin maps to 0 and 1
 
 

@@ -131,6 +131,23 @@ def test_the_noise_models_programs_are_saved_and_loaded_with_the_same_results(pr
     assert np.array_equal(noise.log_prob(likelihood, y, mu, sigma, 4.0, extra=np.full(3, 0.01)), lp)
 
 
+def test_the_noise_models_programs_serve_every_shape(program_dir):
+    """A prediction's noise is drawn, and its density taken, in programs compiled for two lengths (a Student-t
+    sampler compiles in over a second), whatever shape the draws have: many shapes, two sampling programs; the same
+    seed and shape, the same draws; a large array is drawn in chunks that are not copies of each other."""
+    from bayescale import noise
+
+    shapes = [(1,), (3,), (7, 5), (40, 25), (400, 3), (30, 700)]
+    draws = {s: noise.sample("logstudentt", np.ones(s), 0.1, seed=1) for s in shapes}
+    assert all(draws[s].shape == s and np.isfinite(draws[s]).all() for s in shapes)
+    for s in shapes:
+        noise.log_prob("logstudentt", draws[s], np.ones(s), 0.1)
+    assert len(list(program_dir.glob("*.bin"))) == 4  # short and long, for sampling and for the density
+    assert np.array_equal(noise.sample("logstudentt", np.ones((30, 700)), 0.1, seed=1), draws[(30, 700)])
+    flat = draws[(30, 700)].ravel()
+    assert not np.isin(flat[16384:16384 + 100], flat[:16384]).any()
+
+
 @pytest.fixture
 def samplers(program_dir, monkeypatch):
     """The sampler programs traced from here on (each of a sampler's three programs takes the runs' mask, a bool
