@@ -51,8 +51,9 @@ def test_runs_already_trained_are_not_candidates(chinchilla_fit, chinchilla_runs
         table = next_runs(chinchilla_fit, cands, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=8))
     assert len(table) == 1 and table.iloc[0]["params"] == 2e10 and table.attrs["already_have"] == 2
     tiny = pd.DataFrame({"params": [4e8], "tokens": [8e9]})   # a run among the fitted ones: buys nothing
+    # 64 outcomes: with 8 the estimate of its (nil) reduction scatters by about 1% across seeds, the threshold itself
     with pytest.warns(UserWarning, match="no candidate is expected to narrow the target by 1%"):
-        useless = next_runs(chinchilla_fit, tiny, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=8))
+        useless = next_runs(chinchilla_fit, tiny, target=TARGET, k=1, seed=0, search=SearchOptions(n_outcomes=64))
     assert "buys nothing measurable" in useless.attrs["warning"]
     with pytest.raises(bs.BayescaleError, match="every one of the 2 candidate runs is a run you already have"):
         next_runs(chinchilla_fit, have, target=TARGET, k=1, seed=0)
