@@ -64,16 +64,35 @@ def test_prior_reproducible_and_seeded(draws):
 
 
 def test_prior_splits_and_families():
-    d = {k: np.asarray(v) for k, v in sample_prior(3, 64, 32, split="prefix").items()}
-    for i in range(64):  # prefix: every target lies beyond every context point
+    d = {k: np.asarray(v) for k, v in sample_prior(3, 128, 32, split="prefix").items()}
+    for i in range(128):  # prefix: every target lies beyond every context point
         if d["target"][i].any():
             assert d["t"][i][d["ctx"][i]].max() <= d["t"][i][d["target"][i]].min()
-    r = {k: np.asarray(v) for k, v in sample_prior(3, 64, 32, split="random").items()}
+    r = {k: np.asarray(v) for k, v in sample_prior(3, 128, 32, split="random").items()}
     interleaved = [r["target"][i].any() and r["t"][i][r["target"][i]].min() < r["t"][i][r["ctx"][i]].max()
-                   for i in range(64)]
+                   for i in range(128)]
     assert np.mean(interleaved) > 0.5  # random subsets interpolate
     one = sample_prior(4, 32, 16, families=["M2"], bump_share=0.0)
     assert np.all(np.asarray(one["family"]) == 0) and not np.any(np.asarray(one["bump"]))
+
+
+def test_one_compiled_prior_serves_every_split():
+    """The context's kind is an input of the compiled prior sampler, not part of it (each compile is seconds):
+    after the first split at a shape, the others trace (hence compile) nothing."""
+    traced = []
+
+    def count(event, duration, **_):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            traced.append(duration)
+
+    sample_prior(6, 24, 20, split="prefix")["y"].block_until_ready()
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        for split in ("random", "mixed"):
+            sample_prior(7, 24, 20, split=split)["y"].block_until_ready()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert not traced
 
 
 def test_prior_bad_arguments():

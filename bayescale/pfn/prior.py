@@ -56,6 +56,7 @@ Z_CLIP = 30.0  # normalised targets are clipped to +-Z_CLIP for training only (p
 BUMP_SHARE = 0.15
 WIDE_NOISE_SHARE = 0.5
 PREFIX_SHARE = 0.7
+SPLITS = ("prefix", "random", "mixed")  # context kinds: extrapolation, interpolation, 70% prefix
 
 
 def family_laws() -> tuple[Law, ...]:
@@ -167,8 +168,9 @@ def _grid(key, batch, n):
     return pos * span, valid
 
 
-def _split(key, t, valid, split: str):
-    """Context mask: a prefix (ln x below a cut; the first MIN_CONTEXT points always in) or a random subset."""
+def _split(key, t, valid, split):
+    """Context mask: a prefix (ln x below a cut; the first MIN_CONTEXT points always in) or a random subset;
+    ``split`` the index of the kind in :data:`SPLITS` (an input of the compiled sampler: one program serves all)."""
     batch, n = t.shape
     k1, k2, k3 = jax.random.split(key, 3)
     rank = jnp.cumsum(valid, axis=1) - 1
@@ -183,19 +185,20 @@ def _split(key, t, valid, split: str):
     random_rank = jnp.argsort(jnp.argsort(prio, axis=1), axis=1)
     prefix = prefix | (rank < MIN_CONTEXT)
     subset = subset | (random_rank < MIN_CONTEXT)
-    if split == "prefix":
-        pick = prefix
-    elif split == "random":
-        pick = subset
-    else:
-        pick = jnp.where(jax.random.uniform(jax.random.fold_in(k1, 7), (batch, 1)) < PREFIX_SHARE, prefix, subset)
+    mixed = jnp.where(jax.random.uniform(jax.random.fold_in(k1, 7), (batch, 1)) < PREFIX_SHARE, prefix, subset)
+    pick = jnp.where(split == 0, prefix, jnp.where(split == 1, subset, mixed))
     return valid & pick
 
 
-@partial(jax.jit, static_argnames=("batch", "n_points", "split", "families", "bump_share", "wide_noise_share"))
 def sample_batch(key, batch, n_points, split, families, bump_share, wide_noise_share):
     """:func:`sample_prior` without its argument checks, for use inside a jitted step: ``key`` a JAX PRNG key,
-    ``families`` a tuple of names from :func:`check_families`, the rest hashable (they are static)."""
+    ``split`` one of :data:`SPLITS`, ``families`` a tuple of names from :func:`check_families`, the rest hashable
+    (they are static)."""
+    return _sample_batch(key, jnp.int32(SPLITS.index(split)), batch, n_points, families, bump_share, wide_noise_share)
+
+
+@partial(jax.jit, static_argnames=("batch", "n_points", "families", "bump_share", "wide_noise_share"))
+def _sample_batch(key, split, batch, n_points, families, bump_share, wide_noise_share):
     laws = [law for law in family_laws() if law.name in families]
     kg, ks, kf, kb, kn, kl = jax.random.split(key, 6)
     t, valid = _grid(kg, batch, n_points)
@@ -255,7 +258,7 @@ def sample_prior(seed, batch: int, n_points: int = 48, *, split: str = "mixed", 
     """
     if batch < 1 or n_points < MIN_CONTEXT + 1:
         raise ValueError(f"sample_prior needs batch >= 1 and n_points >= {MIN_CONTEXT + 1}; got {batch}, {n_points}")
-    if split not in ("prefix", "random", "mixed"):
+    if split not in SPLITS:
         raise ValueError(f"split must be 'prefix', 'random' or 'mixed', got {split!r}")
     fams = check_families(families)
     key = jax.random.PRNGKey(seed) if isinstance(seed, (int, np.integer)) else seed
