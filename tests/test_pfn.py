@@ -63,6 +63,24 @@ def test_prior_reproducible_and_seeded(draws):
     np.testing.assert_array_equal(np.asarray(sample_prior(jax.random.PRNGKey(0), 128, 32)["y"]), draws["y"])
 
 
+def test_one_compiled_prior_serves_every_split(draws):
+    """The context's kind is an input of the compiled prior sampler, not part of it (each compile is seconds):
+    after the first split at a shape (``draws``: mixed), the others trace (hence compile) nothing."""
+    traced = []
+
+    def count(event, duration, **_):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            traced.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        for split in ("prefix", "random"):
+            sample_prior(7, 128, 32, split=split)["y"].block_until_ready()
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert not traced
+
+
 def test_prior_splits_and_families():
     d = {k: np.asarray(v) for k, v in sample_prior(3, 128, 32, split="prefix").items()}
     for i in range(128):  # prefix: every target lies beyond every context point
@@ -74,25 +92,6 @@ def test_prior_splits_and_families():
     assert np.mean(interleaved) > 0.5  # random subsets interpolate
     one = sample_prior(4, 32, 16, families=["M2"], bump_share=0.0)
     assert np.all(np.asarray(one["family"]) == 0) and not np.any(np.asarray(one["bump"]))
-
-
-def test_one_compiled_prior_serves_every_split():
-    """The context's kind is an input of the compiled prior sampler, not part of it (each compile is seconds):
-    after the first split at a shape, the others trace (hence compile) nothing."""
-    traced = []
-
-    def count(event, duration, **_):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            traced.append(duration)
-
-    sample_prior(6, 24, 20, split="prefix")["y"].block_until_ready()
-    jax.monitoring.register_event_duration_secs_listener(count)
-    try:
-        for split in ("random", "mixed"):
-            sample_prior(7, 24, 20, split=split)["y"].block_until_ready()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(count)
-    assert not traced
 
 
 def test_prior_bad_arguments():
