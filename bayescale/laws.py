@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 
 from bayescale.errors import UnknownLawError
+from bayescale.noise import Beta
 
 __all__ = ["FLOP_PER_PARAM_TOKEN", "Input", "Law", "Param", "Scales", "bnsl_law", "external_law", "get_law",
            "is_builtin", "list_laws", "register_law", "LAWS"]
@@ -456,7 +457,7 @@ register_law(Law(
     inputs=_ND,
     params=(
         Param("m", _log_level, "ln L at the data centre"),
-        Param("w", lambda s: dist.Beta(1.5, 1.5), "share of the model-size term at the centre, in (0, 1)"),
+        Param("w", lambda s: Beta(1.5, 1.5), "share of the model-size term at the centre, in (0, 1)"),
         Param("alphaN", _exponent(0.1, 0.8), "model-size exponent (> 0)"),
         Param("alphaD", _exponent(0.1, 0.8), "data exponent (> 0)"),
     ),

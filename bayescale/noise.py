@@ -32,7 +32,7 @@ import numpyro.distributions as dist
 
 from bayescale import programs
 
-__all__ = ["DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd",
+__all__ = ["Beta", "DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd",
            "noise_dist", "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
@@ -75,7 +75,7 @@ def noise_dist(likelihood: str, mu, sigma, se=None, y_ref=None, df: float = 4.0,
             var = var + extra**2
         phi = 1.0 / jnp.minimum(var, MAX_REL_SD**2) - 1.0
         unsqueeze = dist.transforms.AffineTransform(-SQUEEZE / (1 - 2 * SQUEEZE), 1.0 / (1 - 2 * SQUEEZE))
-        return dist.TransformedDistribution(_Beta(m * phi, (1 - m) * phi), unsqueeze)
+        return dist.TransformedDistribution(Beta(m * phi, (1 - m) * phi), unsqueeze)
     if likelihood in LOG_SCALE:
         if se is not None:
             var = var + (se / y_ref) ** 2
@@ -121,13 +121,24 @@ def _lgamma(x):
     return (z - 0.5) * jnp.log(z) - z + 0.5 * math.log(2 * math.pi) + series - shift
 
 
-class _Beta(dist.Beta):
-    """Beta noise with :func:`_lgamma` in its density."""
+class Beta(dist.Beta):
+    """A Beta distribution without ``lax.lgamma`` in its density: ``ln B(a, b)`` computed once on the host
+    (``math.lgamma``) where ``a`` and ``b`` are numbers (a law's prior), else with :func:`_lgamma` (beta noise). In a
+    saved program XLA expands ``lax.lgamma`` into hundreds of operations: a Kaplan fit's first compile took 25 s
+    with NumPyro's Beta prior (by hand)."""
+
+    pytree_aux_fields = ("log_beta",)
+
+    def __init__(self, concentration1, concentration0, *, validate_args=None):
+        numbers = all(isinstance(c, (int, float, np.number)) for c in (concentration1, concentration0))
+        self.log_beta = (math.lgamma(concentration1) + math.lgamma(concentration0)
+                         - math.lgamma(concentration1 + concentration0)) if numbers else None
+        super().__init__(concentration1, concentration0, validate_args=validate_args)
 
     def log_prob(self, value):
         a, b = self.concentration1, self.concentration0
-        return ((a - 1) * jnp.log(value) + (b - 1) * jnp.log1p(-value)
-                + _lgamma(a + b) - _lgamma(a) - _lgamma(b))
+        log_beta = self.log_beta if self.log_beta is not None else _lgamma(a) + _lgamma(b) - _lgamma(a + b)
+        return (a - 1) * jnp.log(value) + (b - 1) * jnp.log1p(-value) - log_beta
 
 
 def _student_t(df, loc, scale):
