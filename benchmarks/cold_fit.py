@@ -7,6 +7,7 @@ and times ``bs.fit`` (default NUTS settings, the raw posterior: no refits), repo
 
 - ``chinchilla``: the README's fit, the bundled Chinchilla runs below 1e21 FLOP, default (log-Student-t) noise;
 - ``chinchilla-lognormal``: the same runs and law with lognormal noise;
+- ``kaplan``: the same runs under Kaplan's law (its ``w`` has a Beta prior), default noise;
 - ``M4``: one simulated loss curve of 12 runs under the M4 law, default noise;
 - ``sigmoid-beta``: a downstream accuracy against compute (12 runs, the three smallest exactly 0) under the sigmoid
   law with beta noise.
@@ -36,9 +37,9 @@ import numpy as np, pandas as pd
 import bayescale as bs
 case = sys.argv[1]
 kw = dict(seed=0, progress=False, error="raw")
-if case.startswith("chinchilla"):
+if case.startswith("chinchilla") or case == "kaplan":
     runs = bs.datasets.chinchilla()
-    args = (runs[runs.C < 1e21], "chinchilla")
+    args = (runs[runs.C < 1e21], "kaplan" if case == "kaplan" else "chinchilla")
     kw.update(inputs={"N": "N", "D": "D"}, y="loss")
     if case == "chinchilla-lognormal":
         kw["likelihood"] = "lognormal"
@@ -60,7 +61,7 @@ d = fit.diagnostics
 print(json.dumps({"fit": time.perf_counter() - t, "rhat": d["max_rhat"], "ess": d["min_ess_bulk"]}), file=sys.stderr)
 """
 
-CASES = ("chinchilla", "chinchilla-lognormal", "M4", "sigmoid-beta")
+CASES = ("chinchilla", "chinchilla-lognormal", "kaplan", "M4", "sigmoid-beta")
 
 
 def run(repeats: int, baseline: Path | None = None) -> dict:
