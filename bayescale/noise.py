@@ -32,8 +32,8 @@ import numpyro.distributions as dist
 
 from bayescale import programs
 
-__all__ = ["Beta", "DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob", "log_sd",
-           "noise_dist", "sample", "sigma_prior"]
+__all__ = ["Beta", "DEFAULT", "LIKELIHOODS", "LOG_SCALE", "ROBUST_ALTERNATIVE", "check_likelihood", "log_prob",
+           "log_sd", "noise_dist", "sample", "sigma_prior"]
 
 LIKELIHOODS = ("lognormal", "normal", "studentt", "logstudentt", "beta")
 DEFAULT = "logstudentt"  # bs.fit's noise model unless told otherwise
@@ -161,7 +161,7 @@ def _sample(likelihood, key, df, chunk, mu, sigma, errors):
     return noise_dist(likelihood, mu, sigma, df=df, **errors).sample(jax.random.fold_in(key, chunk))
 
 
-SMALL, CHUNK = 1024, 16384  # the two lengths the noise programs are compiled for
+SMALL, CHUNK = 4096, 16384  # the two lengths the noise programs are compiled for (SMALL: a default fit's 4000 draws)
 
 
 def _chunked(*arrays) -> tuple[list, tuple, int]:
