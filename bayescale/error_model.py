@@ -40,6 +40,7 @@ that each curve's error reads the others' own errors too (:meth:`bayescale.FitMa
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
@@ -401,10 +402,6 @@ def _log_score(model: ErrorModel, d: pd.DataFrame) -> float:
 
 def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
     """Maximum marginal likelihood of the error model on the checked corpus ``d`` (column ``_domain``)."""
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy.special import logsumexp as jlse
-
     curves = [g for _, g in d.groupby("curve", sort=True)]
     first = pd.DataFrame([g.iloc[0] for g in curves])
     fams = sorted(first["family"].astype(str).unique())
@@ -439,25 +436,51 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
     is_own_ = np.array([b[1] for b in bends])
     to_curve = np.zeros((len(curves), len(bends)))
     to_curve[[b[0] for b in bends], np.arange(len(bends))] = 1.0
-    t2 = np.exp(2 * GRID)[None, :]
 
     one = len(doms) == 1  # one domain: a new curve is taken to come from it, so no spread between domains
+    arrays = {"fi": fi, "xs": xs, "xn": xn, "w": w, "dom_of": dom_of, "is_own": is_own_, "lb": lb_, "inv_s2": inv_s2,
+              "r": r_, "const": const, "rr": rr, "to_curve": to_curve, "use": use}
+    value_and_grad = _objective_and_grad()
 
-    def unpack(th, xp=jnp):
-        return (th[0], OMEGA_MIN + xp.exp(th[1]), 0.25 + 2.25 / (1 + xp.exp(-th[2])), th[3] * use[0],
-                th[4] * use[1], 0.0 if one else xp.exp(th[5]), xp.exp(th[6]), th[7:])
+    def fun(th):
+        v, g = value_and_grad(np.asarray(th, float), arrays, one)
+        return float(v), np.asarray(g, float)
 
-    def objective(th):
-        a, om, gam, bs_, bn, om_d, kappa, off = unpack(th)
-        m = a + off[fi] + bs_ * xs + bn * xn
-        u = jnp.exp(gam * lb_) * jnp.where(is_own_, kappa, 1.0)[:, None]  # (bends, width): _loglik_grid, vectorised
-        ua, ub = jnp.sum(u**2 * inv_s2, axis=1)[:, None], jnp.sum(u * r_ * inv_s2, axis=1)[:, None]
-        ll = to_curve @ _rank_one(const[:, None], rr[:, None], ua, ub, t2, xp=jnp)  # (C, G)
+    th0 = np.concatenate([[np.log(0.05), np.log(0.3), 0.0, 0.0, 0.0, np.log(0.3), 0.0], np.zeros(len(fams))])
+    res = minimize(fun, th0, jac=True, method="L-BFGS-B")
+    a, om, gam, bs_, bn, om_d, kappa, off = (np.asarray(v, float) for v in _unpack(res.x, use, one, np))
+    return ErrorModel(float(a), float(om), float(gam), float(bs_), float(bn),
+                      {f: float(o) for f, o in zip(fams, off)}, source, float(om_d), float(kappa), tuple(covariates))
+
+
+def _unpack(th, use, one: bool, xp):
+    """The error model's parameters from the unconstrained vector ``th`` the learning optimises."""
+    return (th[0], OMEGA_MIN + xp.exp(th[1]), 0.25 + 2.25 / (1 + xp.exp(-th[2])), th[3] * use[0], th[4] * use[1],
+            0.0 if one else xp.exp(th[5]), xp.exp(th[6]), th[7:])
+
+
+@functools.cache
+def _objective_and_grad():
+    """The negative log marginal likelihood of :func:`_learn` and its gradient, compiled once per shape of the
+    corpus (its arrays are inputs, so the covariate subsets and left-out domains of :func:`_select_covariates` that
+    share a shape share the program)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp as jlse
+
+    def objective(th, d, one):
+        a, om, gam, bs_, bn, om_d, kappa, off = _unpack(th, d["use"], one, jnp)
+        m = a + off[d["fi"]] + bs_ * d["xs"] + bn * d["xn"]
+        u = jnp.exp(gam * d["lb"]) * jnp.where(d["is_own"], kappa, 1.0)[:, None]  # (bends, width): _loglik_grid
+        ua = jnp.sum(u**2 * d["inv_s2"], axis=1)[:, None]
+        ub = jnp.sum(u * d["r"] * d["inv_s2"], axis=1)[:, None]
+        ll = d["to_curve"] @ _rank_one(d["const"][:, None], d["rr"][:, None], ua, ub, np.exp(2 * GRID)[None, :],
+                                       xp=jnp)  # (C, G)
         mean = m[:, None, None] + om_d * OFFSETS[None, :, None]  # (C, Q, 1)
         lp = -0.5 * ((GRID[None, None, :] - mean) / om) ** 2
         lp = lp - jlse(lp, axis=2, keepdims=True)
-        per = jlse(ll[:, None, :] + lp, axis=2) * w[:, None]  # (C, Q): each curve given the domain offset
-        total = jnp.sum(jlse(LOG_W_OFFSETS[None, :] + dom_of @ per, axis=1))
+        per = jlse(ll[:, None, :] + lp, axis=2) * d["w"][:, None]  # (C, Q): each curve given the domain offset
+        total = jnp.sum(jlse(LOG_W_OFFSETS[None, :] + d["dom_of"] @ per, axis=1))
         # shrinkage of the family offsets and weak priors keep the slopes and the domain spread from chasing few
         # domains: Normal(0, 1) slopes; a Rayleigh(1) domain sd, zero at 0, since with a handful of domains the
         # maximum likelihood of a spread between them often sits at 0, which would make a new domain's tau certain
@@ -466,17 +489,7 @@ def _learn(d: pd.DataFrame, covariates: tuple, source: str) -> ErrorModel:
         return (-total + 0.5 * jnp.sum((off / FAMILY_SD) ** 2) + 0.5 * (bs_**2 + bn**2) + spread
                 + 0.5 * jnp.log(kappa) ** 2)
 
-    grad = jax.jit(jax.value_and_grad(objective))
-
-    def fun(th):
-        v, g = grad(jnp.asarray(th, jnp.float64))
-        return float(v), np.asarray(g, float)
-
-    th0 = np.concatenate([[np.log(0.05), np.log(0.3), 0.0, 0.0, 0.0, np.log(0.3), 0.0], np.zeros(len(fams))])
-    res = minimize(fun, th0, jac=True, method="L-BFGS-B")
-    a, om, gam, bs_, bn, om_d, kappa, off = (np.asarray(v, float) for v in unpack(res.x, np))
-    return ErrorModel(float(a), float(om), float(gam), float(bs_), float(bn),
-                      {f: float(o) for f, o in zip(fams, off)}, source, float(om_d), float(kappa), tuple(covariates))
+    return jax.jit(jax.value_and_grad(objective), static_argnums=2)
 
 
 def noise_level(likelihood: str, y, sigma, df: float = 4.0) -> float:
