@@ -24,6 +24,7 @@ Fitted objects provide ``posterior_draws(max_draws, seed)``; :func:`posterior_dr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import jax
@@ -33,6 +34,7 @@ from scipy.special import logsumexp
 
 from bayescale.errors import BayescaleError, SettingError
 from bayescale.laws import Law, Scales, get_law
+from bayescale.model import pad_length
 from bayescale.noise import DEFAULT, log_prob, sample
 from bayescale.runs import distance_beyond, transform_inputs
 from bayescale.scoring import log_mean_exp
@@ -74,6 +76,11 @@ def _mean_impl(law, p, t):
 _mean_jit = jax.jit(_mean_impl, static_argnums=0)
 
 
+def _pad(a: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """A 2-d array padded to ``rows`` x ``width`` with its last row and column repeated."""
+    return np.pad(a, ((0, rows - a.shape[0]), (0, width - a.shape[1])), mode="edge")
+
+
 def _values(law: Law, at) -> dict:
     if isinstance(at, dict):
         return {k: np.asarray(at[k], float) for k in law.input_names}
@@ -113,10 +120,17 @@ class Component:
         ``paired`` the inputs carry a leading draw axis (S, ...) and draw s is evaluated at its own points."""
         t = transform_inputs(self.law, values, self.scales.center)
         shape = np.broadcast_shapes(*(a.shape for a in t.values()))
-        extra = len(shape) - 1 if paired else len(shape)
-        t = {k: np.broadcast_to(v, shape) if paired else np.broadcast_to(v, shape)[None] for k, v in t.items()}
-        p = {k: np.asarray(v).reshape(v.shape + (1,) * extra) for k, v in self.params.items() if k != "sigma"}
-        return np.asarray(_mean_jit(self.law, p, t))
+        points = shape[1:] if paired else shape
+        n, size = math.prod(points), self.size
+        if n == 0:
+            return np.zeros((size, *points))
+        # draws and points padded to a few lengths (their last values repeated), so that one compiled program serves
+        # predictions of many shapes (a compile per shape was most of a quick prediction's time)
+        rows, width = pad_length(size), pad_length(n)
+        t = {k: _pad(np.broadcast_to(v, shape).reshape(size if paired else 1, n), rows if paired else 1, width)
+             for k, v in t.items()}
+        p = {k: _pad(np.asarray(v, float).reshape(size, 1), rows, 1) for k, v in self.params.items() if k != "sigma"}
+        return np.asarray(_mean_jit(self.law, p, t))[:size, :n].reshape(size, *points)
 
     def beyond(self, values: dict) -> np.ndarray:
         """Distance beyond the fitted runs (decades, :func:`bayescale.runs.distance_beyond`; 0 inside), any array shape."""
