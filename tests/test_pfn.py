@@ -610,6 +610,31 @@ def test_weights_save_read_and_checks(tmp_path):
         read_weights(tmp_path / "w.npz")
 
 
+def test_weights_of_one_shape_share_one_compiled_forward_pass(tmp_path):
+    """Two sets of weights of the same configuration run in one compiled forward pass (the weights are its inputs):
+    predicting with the second traces nothing, and gives its own answer."""
+    cfg = CONFIGS["tiny"]
+    borders = np.linspace(-5, 5, cfg.n_bins + 1)
+    for i in (1, 2):
+        save_weights(PFN(cfg, jax.random.PRNGKey(10 + i)), cfg, borders, tmp_path / f"w{i}.npz", {"step": i})
+    x = np.geomspace(1e6, 1e8, 10)
+    y = 0.3 * x**-0.1
+    kw = dict(calibrated=False, error="raw", views=1)
+    first = predictive(x, y, [2e8, 5e8], weights=tmp_path / "w1.npz", **kw)
+    traced = []
+
+    def count(event, duration, **_):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            traced.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        second = predictive(x, y, [2e8, 5e8], weights=tmp_path / "w2.npz", **kw)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert not traced and not np.allclose(first.median(), second.median())
+
+
 def test_weights_not_an_archive_with_matching_hash(tmp_path, capsys):
     """A weights file that is not an .npz of weights, its JSON's sha256 updated to match: a PFNWeightsError naming the
     file and the fix (not a raw BadZipFile/EOFError/...), and through the CLI one line on stderr, exit 2."""

@@ -50,12 +50,19 @@ CURVE_NOTE = ("the PFN predicts observed runs (noise included) and has no separa
               "curve_* repeat run_*")
 
 
+@eqx.filter_jit
+def _forward(m, u, z, c, n_keys):
+    """The network ``m`` on a batch of rows (one compiled program per network shape and batch shape, shared by every
+    set of weights of that shape)."""
+    return jax.vmap(lambda *a: m(*a, n_keys))(u, z, c)
+
+
 class _Loaded:
     """Verified weights (the fields of :class:`~bayescale.pfn.weights.PFNWeights`) and the compiled forward pass."""
 
     def __init__(self, w: PFNWeights):
         self.model, self.cfg, self.borders, self.info, self.path, self.recal = w
-        self.forward = eqx.filter_jit(lambda m, u, z, c, n_keys: jax.vmap(lambda *a: m(*a, n_keys))(u, z, c))
+        self.forward = _forward
 
 
 def _round_up(n: int, k: int) -> int:
