@@ -10,6 +10,9 @@ if _workers > 1:
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     os.environ.setdefault("BAYESCALE_CPU_DEVICES", str(max(1, _cores // _workers)))
 
+import contextlib  # noqa: E402
+
+import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -17,6 +20,23 @@ import pytest  # noqa: E402
 import bayescale as bs  # noqa: E402
 
 FAST = dict(chains=2, warmup=300, samples=300, progress=False)
+
+
+@contextlib.contextmanager
+def traces():
+    """The JAX traces made inside the block (their durations, a list filled as they happen): a jitted function
+    traced again is compiled again, so a test that a program is shared asks for none."""
+    seen = []
+
+    def count(event, duration, **_):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            seen.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
 
 
 def chinchilla_truth(N, D):

@@ -6,6 +6,7 @@ import pytest
 
 import bayescale as bs
 from bayescale.error_model import ErrorModel, ExtrapolationError, check_error, default_error_model, learn
+from conftest import traces
 
 TRUTH = dict(a=np.log(0.08), omega=0.3, gamma=0.7)
 
@@ -70,24 +71,13 @@ def test_learning_traces_its_objective_once_per_corpus_shape():
     """The corpus is an input of the compiled objective, not a constant in it: the covariate subsets and left-out
     domains of the selection (16 learnings for two covariates and four domains) that share a shape share one
     program, and learning the same corpus again, with other covariates, traces nothing."""
-    import jax
-
     rng = np.random.default_rng(5)
     corpus = pd.DataFrame({"r": 0.05 * rng.standard_normal(60), "s": 0.01, "beyond": np.tile([0.2, 0.5, 1.0], 20),
                            "curve": np.repeat(np.arange(20), 3), "family": "M2", "span": 1.0,
                            "noise": np.repeat(np.exp(rng.uniform(-5, -3, 20)), 3), "suite": "s0"})
     learn(corpus, covariates=("span",))
-    traced = []
-
-    def count(event, duration, **_):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            traced.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(count)
-    try:
+    with traces() as traced:
         other = learn(corpus, covariates=("noise",))
-    finally:
-        jax.monitoring.unregister_event_duration_listener(count)
     assert not traced and other.covariates == ("noise",)
 
 

@@ -12,7 +12,7 @@ from arviz_base import from_dict
 import bayescale as bs
 from bayescale.bands import make_bands
 from bayescale.sampler import SamplerSettings
-from conftest import FAST, chinchilla_truth
+from conftest import FAST, chinchilla_truth, traces
 
 AT = {"params": [1e8, 7e10], "tokens": [1e10, 1.4e12]}
 
@@ -21,25 +21,15 @@ def test_the_law_mean_is_one_program_for_many_shapes(chinchilla_fit):
     """The law's mean over posterior draws is compiled for padded lengths of draws and points, not for each shape a
     prediction asks: after one evaluation, others of other sizes trace nothing; and a padded evaluation gives each
     point and draw what it gives alone (paired too)."""
-    import jax
-
     comp = chinchilla_fit.posterior_draws(max_draws=600).components[0]
     comp.mean({"N": np.full(9, 1e9), "D": np.full(9, 2e10)})
-    traced = []
-
-    def count(event, duration, **_):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            traced.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(count)
-    try:
+    with traces() as traced:
         grid = {"N": np.geomspace(1e8, 1e10, 12).reshape(3, 4), "D": 2e10}
         mu = comp.mean(grid)
         one = comp.mean({"N": [7e10], "D": [1.4e12]})
-    finally:
-        jax.monitoring.unregister_event_duration_listener(count)
     assert not traced and mu.shape == (600, 3, 4) and one.shape == (600, 1)
-    want = np.stack([comp.mean({"N": [n], "D": [2e10]})[:, 0] for n in grid["N"].ravel()], axis=1).reshape(600, 3, 4)
+    want = np.stack([comp.mean({"N": [n], "D": [2e10]})[:, 0] for n in grid["N"].ravel()], axis=1)
+    want = want.reshape(600, 3, 4)
     np.testing.assert_allclose(mu, want, rtol=1e-12)
     paired = comp.mean({"N": np.full((600, 2), 1e9), "D": np.full((600, 2), 2e10)}, paired=True)
     np.testing.assert_allclose(paired, comp.mean({"N": [1e9, 1e9], "D": [2e10, 2e10]}), rtol=1e-12)

@@ -28,6 +28,7 @@ from bayescale.pfn.prior import FAMILIES, MIN_CONTEXT, normalize, sample_prior
 from bayescale.pfn.recalibration import KINDS, Recalibration
 from bayescale.pfn.weights import (PFNWeightsError, read_weights, replace_arrays, save_weights, sha256, tree_arrays,
                                    weights_path)
+from conftest import traces
 
 
 # ------------------------------------------------------------------------------------------------ prior
@@ -66,18 +67,9 @@ def test_prior_reproducible_and_seeded(draws):
 def test_one_compiled_prior_serves_every_split(draws):
     """The context's kind is an input of the compiled prior sampler, not part of it (each compile is seconds):
     after the first split at a shape (``draws``: mixed), the others trace (hence compile) nothing."""
-    traced = []
-
-    def count(event, duration, **_):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            traced.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(count)
-    try:
+    with traces() as traced:
         for split in ("prefix", "random"):
             sample_prior(7, 128, 32, split=split)["y"].block_until_ready()
-    finally:
-        jax.monitoring.unregister_event_duration_listener(count)
     assert not traced
 
 
@@ -621,17 +613,8 @@ def test_weights_of_one_shape_share_one_compiled_forward_pass(tmp_path):
     y = 0.3 * x**-0.1
     kw = dict(calibrated=False, error="raw", views=1)
     first = predictive(x, y, [2e8, 5e8], weights=tmp_path / "w1.npz", **kw)
-    traced = []
-
-    def count(event, duration, **_):
-        if event == "/jax/core/compile/jaxpr_trace_duration":
-            traced.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(count)
-    try:
+    with traces() as traced:
         second = predictive(x, y, [2e8, 5e8], weights=tmp_path / "w2.npz", **kw)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(count)
     assert not traced and not np.allclose(first.median(), second.median())
 
 
