@@ -124,8 +124,8 @@ def _lgamma(x):
 class Beta(dist.Beta):
     """A Beta distribution without ``lax.lgamma`` in its density: ``ln B(a, b)`` computed once on the host
     (``math.lgamma``) where ``a`` and ``b`` are numbers (a law's prior), else with :func:`_lgamma` (beta noise). In a
-    saved program XLA expands ``lax.lgamma`` into hundreds of operations: a Kaplan fit's first compile took 25 s
-    with NumPyro's Beta prior (by hand)."""
+    saved program XLA expands ``lax.lgamma`` into hundreds of operations: with NumPyro's Beta as its prior, a first
+    Kaplan fit took twice as long (``benchmarks/cold_fit.py``)."""
 
     pytree_aux_fields = ("log_beta",)
 

@@ -127,7 +127,8 @@ class Component:
         # draws and points padded to a few lengths (their last values repeated), so that one compiled program serves
         # predictions of many shapes (a compile per shape was most of a quick prediction's time)
         rows, width = pad_length(size), pad_length(n)
-        t = {k: _pad(np.broadcast_to(v, shape).reshape(size if paired else 1, n), rows if paired else 1, width)
+        lead = size if paired else 1
+        t = {k: _pad(np.broadcast_to(v, (lead, *points)).reshape(lead, n), rows if paired else 1, width)
              for k, v in t.items()}
         p = {k: _pad(np.asarray(v, float).reshape(size, 1), rows, 1) for k, v in self.params.items() if k != "sigma"}
         return np.asarray(_mean_jit(self.law, p, t))[:size, :n].reshape(size, *points)

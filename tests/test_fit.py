@@ -33,6 +33,8 @@ def test_the_law_mean_is_one_program_for_many_shapes(chinchilla_fit):
     np.testing.assert_allclose(mu, want, rtol=1e-12)
     paired = comp.mean({"N": np.full((600, 2), 1e9), "D": np.full((600, 2), 2e10)}, paired=True)
     np.testing.assert_allclose(paired, comp.mean({"N": [1e9, 1e9], "D": [2e10, 2e10]}), rtol=1e-12)
+    shared = comp.mean({"N": np.full((1, 2), 1e9), "D": np.full((600, 1), 2e10)}, paired=True)  # draw axis broadcast
+    np.testing.assert_allclose(shared, paired, rtol=1e-12)
 
 
 def test_fit_has_posterior_stats_and_diagnostics(chinchilla_fit):

@@ -63,7 +63,7 @@ def test_family_recovery_and_coverage(name):
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_model_density_and_its_gradient_hold_no_ln_gamma(name):
     """A fit's compiled programs hold no ``lgamma``/``digamma``: in a saved program (``bayescale/programs.py``) XLA
-    expands each into hundreds of operations, seconds of every first fit (Kaplan's Beta prior: 25 -> 16 s by hand),
+    expands each into hundreds of operations, seconds of every first fit (Kaplan's, twice as long: cold_fit.py),
     so priors and noise models compute their normalising constants on the host (``bayescale/noise.py``)."""
     from numpyro.infer.util import potential_energy
 
