@@ -153,6 +153,7 @@ def _student_t(df, loc, scale):
 # (bayescale.programs), so that a new process does not trace and lower them again
 @functools.partial(jax.jit, static_argnames="likelihood")
 def _log_prob(likelihood, df, chunk, y, mu, sigma, errors):
+    """``chunk`` unused: :func:`_by_chunk` gives every program its chunk's index (the sampler folds it into its key)."""
     return noise_dist(likelihood, mu, sigma, df=df, **errors).log_prob(y)
 
 

@@ -58,11 +58,10 @@ def _forward(m, u, z, c, n_keys):
 
 
 class _Loaded:
-    """Verified weights (the fields of :class:`~bayescale.pfn.weights.PFNWeights`) and the compiled forward pass."""
+    """Verified weights (the fields of :class:`~bayescale.pfn.weights.PFNWeights`)."""
 
     def __init__(self, w: PFNWeights):
         self.model, self.cfg, self.borders, self.info, self.path, self.recal = w
-        self.forward = _forward
 
 
 def _round_up(n: int, k: int) -> int:
@@ -475,8 +474,8 @@ def predictive_many(curves, seed: int = 0, weights=None, calibrated: bool = True
         u, z, C2 = (np.concatenate([a, np.repeat(a[:1], n_rows - len(T), 0)]) for a in (u, z, C))
     else:
         C2 = C
-    logits = np.concatenate([np.asarray(L.forward(L.model, jnp.asarray(u[sl], jnp.float32),
-                                                  jnp.asarray(z[sl], jnp.float32), jnp.asarray(C2[sl]), n_keys))
+    logits = np.concatenate([np.asarray(_forward(L.model, jnp.asarray(u[sl], jnp.float32),
+                                                 jnp.asarray(z[sl], jnp.float32), jnp.asarray(C2[sl]), n_keys))
                              for sl in (slice(a, a + CURVE_CHUNK) for a in range(0, len(T), CURVE_CHUNK))])
     out_probs = [[[] for _ in cv] for cv in curve_views]
     stats = [[None] * len(cv) for cv in curve_views]
